@@ -1,0 +1,171 @@
+"""The `dvtool` command line: parse arguments, call a command, render its result.
+
+No logic lives here beyond argument conversion. Errors a user can act on (`DvtoolError`) print
+their message and exit with their code; anything else is a bug, reported as an internal error
+with the traceback shown under `-v`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from dvtool import __version__
+from dvtool.errors import DvtoolError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+INTERNAL_ERROR_EXIT = 70
+
+
+class TimestampParam(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 date or date-time; naive values are UTC. Converted to epoch milliseconds."""
+
+    name = "timestamp"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().replace("Z", "+00:00")
+        try:
+            moment = dt.datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 timestamp (e.g. 2024-05-01T12:00:00Z)")
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.timezone.utc)
+        return int(moment.timestamp() * 1000)
+
+
+def _storage_options(values: Sequence[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"invalid --storage-option {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+def table_options(fn: F) -> F:
+    """The TABLE argument and storage options every subcommand takes."""
+    fn = click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option for the storage backend (credentials, endpoint_url, ...). Repeatable.",
+    )(fn)
+    return click.argument("table")(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(fn)
+
+
+class DvtoolGroup(click.Group):
+    """Runs subcommands and turns errors into one-line messages and exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DvtoolError as e:
+            _report(str(e), e)
+            ctx.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            _report(f"internal error, please report: {type(e).__name__}: {e}", e)
+            ctx.exit(INTERNAL_ERROR_EXIT)
+
+
+def _report(message: str, error: BaseException) -> None:
+    from dvtool.render import Renderer
+
+    Renderer().error(message)
+    ctx = click.get_current_context(silent=True)
+    verbose = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("verbose"))
+    if verbose:
+        traceback.print_exception(type(error), error, error.__traceback__)
+    elif not isinstance(error, DvtoolError):
+        click.echo("Run with -v for the traceback.", err=True)
+
+
+@click.group(cls=DvtoolGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(__version__, prog_name="dvtool")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """Maintain Delta Lake tables that use deletion vectors."""
+    ctx.obj = {"verbose": verbose}
+
+
+@cli.command()
+@table_options
+@click.option("--version", "version", type=click.IntRange(min=0), help="Read this version.")
+@click.option("--timestamp", type=TimestampParam(), help="Read the version as of this time.")
+@click.option("--files", is_flag=True, help="List every live file with its DV.")
+@click.option(
+    "--history",
+    type=click.IntRange(min=1),
+    is_flag=False,
+    flag_value=20,
+    default=None,
+    metavar="[N]",
+    help="Show the last N commits (default 20).",
+)
+@click.option(
+    "--verify", is_flag=True, help="Read every DV and data file footer; exit 1 on problems."
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="NAME=LIMIT",
+    help="CI gate, e.g. max-deleted-ratio=0.2; exit 3 when any fails. Repeatable.",
+)
+@click.option(
+    "--count-rows",
+    is_flag=True,
+    help="Read parquet footers of files whose stats lack numRecords, for exact row counts.",
+)
+@json_option
+def inspect(
+    table: str,
+    storage_options: Sequence[str],
+    version: int | None,
+    timestamp: int | None,
+    files: bool,
+    history: int | None,
+    verify: bool,
+    checks: Sequence[str],
+    count_rows: bool,
+    as_json: bool,
+) -> None:
+    """Show a table, its files, its deletion vectors and their health."""
+    from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    request = InspectRequest(
+        version=version,
+        timestamp_ms=timestamp,
+        files=files,
+        history=history,
+        verify=verify,
+        checks=tuple(parse_check(c) for c in checks),
+        count_rows=count_rows,
+    )
+    renderer = Renderer(as_json)
+    log = open_log(table, _storage_options(storage_options))
+    with renderer.progress("verifying") as progress:
+        result = run_inspect(log, request, progress)
+    renderer.inspect(result)
+    click.get_current_context().exit(result.exit_code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `dvtool` console script and `python -m dvtool`."""
+    cli.main(args=argv, prog_name="dvtool")

@@ -1,0 +1,39 @@
+"""Per-file statistics (`add.stats`), read column-wise.
+
+`numRecords` is what every DV computation needs (logical rows = numRecords - DV cardinality),
+so it is extracted for all files at once: writers put it first in the JSON text, where an
+anchored regex finds it in C++; texts that do not match are decoded exactly with `json`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_LEADING_NUM_RECORDS = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>\d+)\s*[,}]'
+
+
+def num_records(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`numRecords` of every stats text as int64; null where stats or the field is absent."""
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks() if stats.num_chunks else pa.array([], pa.string())
+    matched = pc.struct_field(pc.extract_regex(stats, _LEADING_NUM_RECORDS), "n")
+    fast = pc.cast(matched, pa.int64())
+    missed = pc.and_(pc.is_valid(stats), pc.is_null(fast))
+    if not pc.any(missed).as_py():
+        return fast
+    values = fast.to_pylist()
+    texts = stats.to_pylist()
+    for i in pc.indices_nonzero(missed).to_pylist():
+        values[i] = _num_records_exact(texts[i])
+    return pa.array(values, pa.int64())
+
+
+def _num_records_exact(text: str) -> int | None:
+    try:
+        value = json.loads(text).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None

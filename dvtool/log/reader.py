@@ -1,0 +1,258 @@
+"""Read a table's `_delta_log` through the storage layer and build snapshots.
+
+This is the one place that turns log files into actions: it lists `_delta_log` (starting at
+the checkpoint `_last_checkpoint` points to, falling back to a full listing when that hint is
+missing or stale), reads the chosen checkpoint (classic, multi-part or V2 with sidecars) with
+column projection and the commits or log compactions after it, and hands them newest first to
+the pure replay of `dvtool.core.replay`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dvtool.core.checkpoint import batch_from_checkpoint, checkpoint_columns
+from dvtool.core.log_files import LogFile, LogFileKind, LogSegment, parse_log_name, plan_segment
+from dvtool.core.log_json import (
+    batch_from_actions,
+    first_commit_info,
+    gc_paused,
+    parse_actions,
+    parse_commit,
+)
+from dvtool.core.replay import ActionBatch, replay
+from dvtool.errors import FileMissingError, LogError, StorageError, TableNotFoundError
+from dvtool.io_pool import map_io
+from dvtool.log.snapshot import Snapshot
+from dvtool.storage import Storage
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One commit of the history: its version, file time and commitInfo (if it has one)."""
+
+    version: int
+    modification_time_ms: int | None
+    commit_info: dict[str, Any] | None
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        """In-commit timestamp when present, else the commit file's modification time."""
+        if self.commit_info and isinstance(self.commit_info.get("inCommitTimestamp"), int):
+            return int(self.commit_info["inCommitTimestamp"])
+        return self.modification_time_ms
+
+
+class DeltaLog:
+    """The `_delta_log` of one table."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.log_dir = storage.join("_delta_log")
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def list_files(self, start_after: str | None = None) -> list[LogFile]:
+        """Recognised `_delta_log` files, sorted by name; TableNotFoundError when none."""
+        infos = self.storage.list_dir(self.log_dir, start_after=start_after)
+        files = [
+            f
+            for info in infos
+            if (f := parse_log_name(info.name, info.size, info.modification_time_ms)) is not None
+        ]
+        if not files and start_after is None:
+            raise TableNotFoundError(
+                f"no Delta table at {self.storage.root}: _delta_log has no commits",
+                hint="Check the table path (it must be the directory that holds _delta_log).",
+            )
+        return files
+
+    def last_checkpoint_hint(self) -> int | None:
+        """The version in `_last_checkpoint`, or None if it is absent or unreadable."""
+        try:
+            data = self.storage.read(self.storage.join("_delta_log/_last_checkpoint"))
+            version = json.loads(data)["version"]
+        except (FileMissingError, ValueError, KeyError, TypeError):
+            return None
+        return version if isinstance(version, int) and version >= 0 else None
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The table state at `version` (latest when None).
+
+        An unreadable checkpoint is skipped in favour of an older one (or replay from 0), as a
+        reader must tolerate a checkpoint that a crashed writer left incomplete.
+        """
+        files, complete = self._files_for(version)
+        skipped: list[int] = []
+        while True:
+            segment = plan_segment(files, version, skipped)
+            try:
+                return self._load(segment)
+            except _UnreadableCheckpoint as e:
+                if segment.checkpoint_version is None:
+                    raise e.error from None
+                skipped.append(segment.checkpoint_version)
+                if not complete:
+                    files, complete = self.list_files(), True
+
+    def _files_for(self, version: int | None) -> tuple[list[LogFile], bool]:
+        """Log files from the `_last_checkpoint` hint on when it is usable, else all of them."""
+        hint = self.last_checkpoint_hint() if version is None else None
+        if hint is not None:
+            files = self.list_files(start_after=f"{hint:020d}")
+            if any(f.is_checkpoint and f.version == hint for f in files):
+                return files, False
+        return self.list_files(), True
+
+    def _load(self, segment: LogSegment) -> Snapshot:
+        texts = map_io(lambda f: self.storage.read(self._location(f.name)), segment.deltas)
+        checkpoint_batches = self._read_checkpoint(segment.checkpoint)
+        with gc_paused():
+            delta_batches = [
+                parse_commit(text, f.version, f.name)
+                for f, text in zip(segment.deltas, texts, strict=True)
+            ]
+            batches = [*reversed(delta_batches), *checkpoint_batches]
+            state = replay(batches, segment.version)
+        last_commit = next((c for c in segment.commits if c.version == segment.version), None)
+        info = self._snapshot_commit_info(segment, delta_batches, last_commit)
+        record = CommitRecord(
+            segment.version, last_commit.modification_time_ms if last_commit else None, info
+        )
+        return Snapshot(self.storage.root, state, record)
+
+    def _snapshot_commit_info(
+        self, segment: LogSegment, batches: Sequence[ActionBatch], last: LogFile | None
+    ) -> dict[str, Any] | None:
+        if segment.deltas and segment.deltas[-1].kind == LogFileKind.COMMIT:
+            info = batches[-1].commit_info
+            return dict(info) if info else None
+        if last is None:
+            return None
+        return first_commit_info(self.storage.read(self._location(last.name)))
+
+    def _read_checkpoint(self, parts: Sequence[LogFile]) -> list[ActionBatch]:
+        try:
+            batches = map_io(self._read_checkpoint_file, parts)
+            sidecars = [s for b in batches for s in b.sidecars]
+            if sidecars:
+                version = parts[0].version
+                batches += map_io(lambda s: self._read_sidecar(s, version), sidecars)
+        except (LogError, StorageError, pa.ArrowException) as e:
+            names = ", ".join(p.name for p in parts)
+            raise _UnreadableCheckpoint(
+                LogError(f"checkpoint {names} cannot be read: {e}")
+            ) from None
+        return batches
+
+    def _read_checkpoint_file(self, f: LogFile) -> ActionBatch:
+        location = self._location(f.name)
+        if f.name.endswith(".json"):
+            actions = parse_actions(self.storage.read(location), f.name)
+            return batch_from_actions(actions, f.version, f.name)
+        return self._read_parquet_actions(location, f.version, f.name)
+
+    def _read_sidecar(self, sidecar: Mapping[str, Any], version: int) -> ActionBatch:
+        path = str(sidecar.get("path", ""))
+        if "://" in path or path.startswith("/"):
+            location = self.storage.resolve(path)
+        else:
+            location = self.storage.join(f"_delta_log/_sidecars/{path}")
+        return self._read_parquet_actions(location, version, path)
+
+    def _read_parquet_actions(self, location: str, version: int, name: str) -> ActionBatch:
+        with self.storage.open_parquet(location) as source:
+            parquet = pq.ParquetFile(source)
+            table = parquet.read(columns=checkpoint_columns(parquet.schema_arrow), use_threads=True)
+        return batch_from_checkpoint(table, version, name)
+
+    def _location(self, name: str) -> str:
+        return self.storage.join(f"_delta_log/{name}")
+
+    # -- history and time travel ----------------------------------------------------------
+
+    def history(self, limit: int | None = None) -> list[CommitRecord]:
+        """The newest `limit` commits still in the log (newest first), with their commitInfo."""
+        commits = [f for f in self.list_files() if f.kind == LogFileKind.COMMIT]
+        commits.sort(key=lambda f: f.version, reverse=True)
+        if limit is not None:
+            commits = commits[:limit]
+        return map_io(self._commit_record, commits)
+
+    def _commit_record(self, f: LogFile) -> CommitRecord:
+        info = first_commit_info(self.storage.read(self._location(f.name)))
+        return CommitRecord(f.version, f.modification_time_ms, info)
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """The latest version committed at or before `timestamp_ms` (Delta's time travel).
+
+        Commits carry in-commit timestamps once the table enables them; before that, the
+        commit file's modification time is the commit time, as in Delta.
+        """
+        commits = sorted(
+            (f for f in self.list_files() if f.kind == LogFileKind.COMMIT), key=lambda f: f.version
+        )
+        if not commits:
+            raise LogError("the log has no commit files left to resolve a timestamp against")
+        times = _CommitTimes(self, commits)
+        if timestamp_ms < times.at(0):
+            raise LogError(
+                f"timestamp {_iso(timestamp_ms)} is before the earliest available version "
+                f"{commits[0].version} ({_iso(times.at(0))})"
+            )
+        last = len(commits) - 1
+        if timestamp_ms > times.at(last):
+            raise LogError(
+                f"timestamp {_iso(timestamp_ms)} is after the latest version "
+                f"{commits[last].version} ({_iso(times.at(last))})",
+                hint="Use --version, or omit --timestamp to read the latest version.",
+            )
+        lo, hi = 0, last
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if times.at(mid) <= timestamp_ms:
+                lo = mid
+            else:
+                hi = mid - 1
+        return commits[lo].version
+
+
+class _CommitTimes:
+    """Commit times by index, reading commitInfo only for commits that may carry an ICT."""
+
+    def __init__(self, log: DeltaLog, commits: list[LogFile]) -> None:
+        self.log = log
+        self.commits = commits
+        self.cache: dict[int, int] = {}
+
+    def at(self, index: int) -> int:
+        if index not in self.cache:
+            f = self.commits[index]
+            record = self.log._commit_record(f)
+            ts = record.timestamp_ms
+            self.cache[index] = ts if ts is not None else 0
+        return self.cache[index]
+
+
+class _UnreadableCheckpoint(Exception):
+    def __init__(self, error: LogError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def open_log(uri: str, storage_options: dict[str, str] | None = None) -> DeltaLog:
+    """The log of the table at `uri` (local path or fsspec URI)."""
+    return DeltaLog(Storage.for_table(uri, storage_options))

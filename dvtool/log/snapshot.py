@@ -1,0 +1,84 @@
+"""A snapshot: the reconciled state of a table at one version, plus what is derived from it.
+
+Live files stay a pyarrow table in the canonical add layout with one extra column,
+`numRecords` (from `stats`), so summaries over millions of files are column operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
+from dvtool.core.features import reader_features, writer_features
+from dvtool.core.replay import TableState
+from dvtool.core.schema import StructType, column_mapping_mode, parse_schema
+from dvtool.core.stats import num_records
+
+if TYPE_CHECKING:
+    from dvtool.log.reader import CommitRecord
+
+
+@dataclass
+class Snapshot:
+    """The table at one version: protocol, metadata, live files and tombstones."""
+
+    root: str
+    state: TableState
+    commit: CommitRecord
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.state.metadata
+
+    @property
+    def txns(self) -> dict[str, Txn]:
+        return self.state.txns
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        return self.state.domains
+
+    @property
+    def tombstones(self) -> pa.Table:
+        return self.state.removes
+
+    @cached_property
+    def schema(self) -> StructType:
+        return parse_schema(self.metadata.schema_string)
+
+    @cached_property
+    def column_mapping_mode(self) -> str:
+        return column_mapping_mode(self.metadata.configuration)
+
+    @cached_property
+    def reader_features(self) -> frozenset[str]:
+        return reader_features(self.protocol)
+
+    @cached_property
+    def writer_features(self) -> frozenset[str]:
+        return writer_features(self.protocol)
+
+    @cached_property
+    def files(self) -> pa.Table:
+        """Live add actions with a `numRecords` column (null where stats lack it)."""
+        adds = self.state.adds
+        return adds.append_column("numRecords", num_records(adds.column("stats")))
+
+    @cached_property
+    def dv_cardinality(self) -> pa.Array:
+        """Rows each live file's DV deletes (0 for files without a DV)."""
+        dv = self.files.column("deletionVector")
+        return pc.fill_null(pc.struct_field(dv, "cardinality"), 0)

@@ -1,0 +1,229 @@
+"""All output of dvtool goes through one renderer: rich tables and progress, or JSON.
+
+With `--json`, stdout carries exactly one JSON document (the result's `to_json()`), so CI
+scripts can pipe it to `jq`; progress and errors go to stderr. Without it, results are drawn
+as rich tables. Commands never print: they return result objects that end up here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dvtool.commands.inspect import (
+    CheckOutcome,
+    FileEntry,
+    HistoryEntry,
+    InspectResult,
+    TableSummary,
+    VerifyReport,
+)
+
+_HISTOGRAM_WIDTH = 40
+
+
+class Renderer:
+    """Draws results for a terminal (rich) or as one JSON document."""
+
+    def __init__(self, as_json: bool = False, console: Console | None = None) -> None:
+        self.as_json = as_json
+        self.console = console or Console(highlight=False, soft_wrap=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    # -- generic -------------------------------------------------------------------------
+
+    def json(self, payload: Any) -> None:
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+
+    def error(self, message: str) -> None:
+        self.err.print(f"[bold red]error:[/] {_escape(message)}")
+
+    @contextmanager
+    def progress(self, description: str) -> Iterator[Callable[[int], Callable[[int], None]]]:
+        """Yields `start(total) -> advance(n)`; silent in JSON mode or off a terminal."""
+        if self.as_json or not self.err.is_terminal:
+            yield lambda total: lambda n: None
+            return
+        columns = (
+            TextColumn(description),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=self.err, transient=True) as bar:
+
+            def start(total: int) -> Callable[[int], None]:
+                task = bar.add_task(description, total=total)
+                return lambda n: bar.advance(task, n)
+
+            yield start
+
+    # -- inspect ---------------------------------------------------------------------------
+
+    def inspect(self, result: InspectResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        if result.summary is not None:
+            self._summary(result.summary)
+        if result.files is not None:
+            self._files(result.files)
+        if result.history is not None:
+            self._history(result.history)
+        if result.verify is not None:
+            self._verify(result.verify)
+        if result.checks is not None:
+            self._checks(result.checks)
+
+    def _summary(self, s: TableSummary) -> None:
+        c = self.console
+        title = s.name or s.table_id
+        c.print(f"[bold]{_escape(title)}[/]  [dim]{_escape(s.location)}[/]")
+        when = _time(s.commit_timestamp)
+        c.print(f"version [bold]{s.version}[/]  committed {when}  ({s.operation or 'unknown'})")
+        p = s.protocol
+        features = ", ".join(sorted(set(s.reader_features) | set(s.writer_features))) or "none"
+        c.print(
+            f"protocol reader {p['minReaderVersion']} / writer {p['minWriterVersion']}"
+            f"  features: {features}"
+        )
+        if s.partition_columns:
+            c.print(f"partitioned by {', '.join(s.partition_columns)}")
+        c.print(self._counts(s))
+        c.print(self._schema(s))
+        c.print(self._histogram(s.deleted_ratio_histogram))
+
+    def _counts(self, s: TableSummary) -> Table:
+        t = Table(title="Files and rows", show_header=False, title_justify="left")
+        t.add_column("what")
+        t.add_column("value", justify="right")
+        dv = s.dv_storage
+        rows = [
+            ("live files", f"{s.num_files:,}"),
+            ("size", _bytes(s.size_bytes)),
+            ("physical rows", f"{s.physical_rows:,}"),
+            ("logical rows", f"{s.logical_rows:,}"),
+            ("deleted rows", f"{s.deleted_rows:,} ({s.deleted_ratio:.2%})"),
+            ("files with DVs", f"{s.files_with_dvs:,}"),
+            ("DV files", f"{dv.dv_files:,} holding {dv.on_disk_dvs:,} DVs"),
+            ("inline DVs", f"{dv.inline_dvs:,}"),
+            ("absolute-path DVs", f"{dv.absolute_path_dvs:,}"),
+            ("DV bytes", _bytes(dv.dv_bytes)),
+            ("tombstones", f"{s.num_tombstones:,}"),
+        ]
+        if s.files_without_stats:
+            exact = "counted from footers" if s.row_counts_exact else "not in row counts"
+            rows.append(("files without stats", f"{s.files_without_stats:,} ({exact})"))
+        for what, value in rows:
+            t.add_row(what, value)
+        return t
+
+    def _schema(self, s: TableSummary) -> Table:
+        t = Table(title="Schema", title_justify="left")
+        t.add_column("column")
+        t.add_column("type")
+        t.add_column("nullable")
+        mapped = s.column_mapping_mode != "none"
+        if mapped:
+            t.add_column(f"physical name ({s.column_mapping_mode} mapping)")
+        for f in s.schema:
+            cells = [_escape(f["name"]), _escape(f["type"]), "yes" if f["nullable"] else "no"]
+            t.add_row(*cells, *([_escape(f["physical_name"])] if mapped else []))
+        return t
+
+    def _histogram(self, buckets: Sequence[dict[str, Any]]) -> Table:
+        t = Table(title="Deleted ratio per file", show_header=False, title_justify="left")
+        t.add_column("bucket", justify="right")
+        t.add_column("files", justify="right")
+        t.add_column("bar")
+        peak = max((b["files"] for b in buckets), default=0) or 1
+        for b in buckets:
+            width = round(b["files"] / peak * _HISTOGRAM_WIDTH)
+            t.add_row(b["bucket"], f"{b['files']:,}", "[cyan]" + "█" * width + "[/]")
+        return t
+
+    def _files(self, files: Sequence[FileEntry]) -> None:
+        t = Table(title="Live files", title_justify="left")
+        for name in ("path", "partition", "size", "records", "deleted", "ratio", "DV", "DV file"):
+            t.add_column(
+                name, justify="right" if name in ("size", "records", "deleted") else "left"
+            )
+        for f in files:
+            parts = ", ".join(f"{k}={v}" for k, v in f.partition_values.items())
+            ratio = "" if f.deleted_ratio is None else f"{f.deleted_ratio:.1%}"
+            t.add_row(
+                _escape(f.path),
+                _escape(parts),
+                _bytes(f.size),
+                "?" if f.num_records is None else f"{f.num_records:,}",
+                f"{f.deleted_rows:,}",
+                ratio,
+                f.dv_storage or "",
+                _escape(f.dv_location or ""),
+            )
+        self.console.print(t)
+
+    def _history(self, entries: Sequence[HistoryEntry]) -> None:
+        t = Table(title="History", title_justify="left")
+        for name in ("version", "time", "operation", "parameters", "metrics"):
+            t.add_column(name)
+        for e in entries:
+            t.add_row(
+                str(e.version),
+                _time(e.timestamp),
+                e.operation or "",
+                _escape(_compact(e.operation_parameters)),
+                _escape(_compact(e.operation_metrics)),
+            )
+        self.console.print(t)
+
+    def _verify(self, report: VerifyReport) -> None:
+        c = self.console
+        c.print(
+            f"verified {report.files_checked:,} data files and {report.dvs_checked:,} DVs: "
+            + (
+                "[green]no problems[/]"
+                if report.ok
+                else f"[red]{len(report.problems)} problem(s)[/]"
+            )
+        )
+        for p in report.problems:
+            c.print(f"  [red]{p.kind}[/] {_escape(p.message)}")
+
+    def _checks(self, outcomes: Sequence[CheckOutcome]) -> None:
+        for o in outcomes:
+            mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
+            self.console.print(f"check {o.name}: {mark} (actual {o.actual:g}, limit {o.limit:g})")
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", r"\[")
+
+
+def _time(ms: int | None) -> str:
+    if ms is None:
+        return "unknown"
+    moment = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _compact(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())

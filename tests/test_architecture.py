@@ -1,0 +1,99 @@
+"""The import rules that keep the architecture visible.
+
+- dvtool.core is the pure protocol core: stdlib (minus IO modules), pyarrow as a data
+  structure (not its IO modules), pyroaring, and dvtool.core / dvtool.errors only. No `open()`.
+- Command modules (dvtool.commands) never import click or rich: they return result objects.
+- pyspark is imported only by the Spark engine module.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dvtool"
+CORE_ALLOWED_THIRD_PARTY = {"pyarrow", "pyroaring"}
+CORE_FORBIDDEN = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "socket",
+    "tempfile",
+    "subprocess",
+    "urllib.request",
+    "http",
+    "fsspec",
+    "pyspark",
+    "pyarrow.parquet",
+    "pyarrow.fs",
+    "pyarrow.dataset",
+    "pyarrow.json",
+    "pyarrow.csv",
+}
+SPARK_ENGINE = PACKAGE / "engines" / "spark.py"
+
+
+def _modules(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _calls_open(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
+        for node in ast.walk(tree)
+    )
+
+
+def _is_forbidden_in_core(name: str) -> bool:
+    if any(name == f or name.startswith(f + ".") for f in CORE_FORBIDDEN):
+        return True
+    top = name.split(".")[0]
+    if top == "dvtool":
+        return not (name.startswith("dvtool.core") or name == "dvtool.errors")
+    return top not in sys.stdlib_module_names and top not in CORE_ALLOWED_THIRD_PARTY
+
+
+@pytest.mark.parametrize("path", _modules(PACKAGE / "core"), ids=lambda p: p.name)
+def test_core_is_pure(path: Path) -> None:
+    bad = sorted(n for n in _imports(path) if _is_forbidden_in_core(n))
+    assert not bad, f"{path.name} imports {bad}: the protocol core must do no IO"
+    assert not _calls_open(path), f"{path.name} calls open(): the protocol core must do no IO"
+
+
+@pytest.mark.parametrize("path", _modules(PACKAGE / "commands"), ids=lambda p: p.name)
+def test_commands_do_not_render(path: Path) -> None:
+    bad = sorted(n for n in _imports(path) if n.split(".")[0] in {"click", "rich"})
+    assert not bad, f"{path.name} imports {bad}: commands return results, cli.py renders"
+
+
+def test_only_the_spark_engine_imports_pyspark() -> None:
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in _modules(PACKAGE)
+        if p != SPARK_ENGINE and any(n.split(".")[0] == "pyspark" for n in _imports(p))
+    ]
+    assert offenders == []
+
+
+def test_rule_detects_violations(tmp_path: Path) -> None:
+    """The checks above would catch a violation (guards against a vacuous rule)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import fsspec\nfrom dvtool.storage import Storage\nopen('x')\n")
+    assert {n for n in _imports(bad) if _is_forbidden_in_core(n)} == {"fsspec", "dvtool.storage"}
+    assert _calls_open(bad)
