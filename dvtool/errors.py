@@ -143,3 +143,15 @@ class CheckFailedError(DvtoolError):
     """A `--check` gate did not hold; CI scripts key on exit code 3."""
 
     exit_code = 3
+
+
+class PredicateError(DvtoolError):
+    """A `--where` predicate cannot be parsed, names unknown columns, or has a type error."""
+
+
+class CommitConflictError(DvtoolError):
+    """A concurrent commit conflicts with this transaction and retrying cannot resolve it."""
+
+
+class WriteRefusedError(DvtoolError):
+    """The table must not be written by this command (a feature, a property, the backend)."""
