@@ -45,7 +45,8 @@ class Renderer:
         sys.stdout.flush()
 
     def error(self, message: str) -> None:
-        self.err.print(f"[bold red]error:[/] {_escape(message)}")
+        # soft_wrap: never break a message (paths, hints) into lines at the console width.
+        self.err.print(f"[bold red]error:[/] {_escape(message)}", soft_wrap=True)
 
     @contextmanager
     def progress(self, description: str) -> Iterator[Callable[[int], Callable[[int], None]]]:
@@ -155,7 +156,10 @@ class Renderer:
         t = Table(title="Live files", title_justify="left")
         for name in ("path", "partition", "size", "records", "deleted", "ratio", "DV", "DV file"):
             t.add_column(
-                name, justify="right" if name in ("size", "records", "deleted") else "left"
+                name,
+                justify="right" if name in ("size", "records", "deleted") else "left",
+                # Paths fold onto more lines instead of being cut to "part-000…".
+                overflow="fold" if name in ("path", "partition", "DV file") else "ellipsis",
             )
         for f in files:
             parts = ", ".join(f"{k}={v}" for k, v in f.partition_values.items())
@@ -197,7 +201,7 @@ class Renderer:
             )
         )
         for p in report.problems:
-            c.print(f"  [red]{p.kind}[/] {_escape(p.message)}")
+            c.print(f"  [red]{p.kind}[/] {_escape(p.message)}", soft_wrap=True)
 
     def _checks(self, outcomes: Sequence[CheckOutcome]) -> None:
         for o in outcomes:

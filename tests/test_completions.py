@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("gen_completions", ROOT / "scripts/gen_completions.py")
+spec = importlib.util.spec_from_file_location(
+    "gen_completions", ROOT / "scripts/gen_completions.py"
+)
 assert spec and spec.loader
 gen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen)

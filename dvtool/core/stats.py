@@ -12,7 +12,9 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_LEADING_NUM_RECORDS = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>\d+)\s*[,}]'
+# At most 18 digits always fits int64; longer numbers take the exact path (and its range check).
+_LEADING_NUM_RECORDS = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>\d{1,18})\s*[,}]'
+_INT64_MAX = 2**63 - 1
 
 
 def num_records(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -36,4 +38,6 @@ def _num_records_exact(text: str) -> int | None:
         value = json.loads(text).get("numRecords")
     except (ValueError, AttributeError):
         return None
-    return value if isinstance(value, int) else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
+        return None
+    return value

@@ -10,6 +10,7 @@ the pure replay of `dvtool.core.replay`.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dvtool.core.checkpoint import batch_from_checkpoint, checkpoint_columns
-from dvtool.core.log_files import LogFile, LogFileKind, LogSegment, parse_log_name, plan_segment
+from dvtool.core.log_files import (
+    LogFile,
+    LogFileKind,
+    LogSegment,
+    complete_checkpoints,
+    parse_log_name,
+    plan_segment,
+)
 from dvtool.core.log_json import (
     batch_from_actions,
     first_commit_info,
@@ -93,13 +101,25 @@ class DeltaLog:
         """
         files, complete = self._files_for(version)
         skipped: list[int] = []
+        unreadable: LogError | None = None
         while True:
-            segment = plan_segment(files, version, skipped)
             try:
-                return self._load(segment)
+                segment = plan_segment(files, version, skipped)
+            except LogError as e:
+                if unreadable is None:
+                    raise
+                # The fallback failed too: report the unreadable checkpoint, the root cause.
+                raise LogError(
+                    f"{unreadable.message}; no older checkpoint or complete run of commits "
+                    f"to fall back to ({e.message})",
+                    hint="Restore the checkpoint or the commits before it.",
+                ) from None
+            try:
+                return self._load(segment, files)
             except _UnreadableCheckpoint as e:
                 if segment.checkpoint_version is None:
                     raise e.error from None
+                unreadable = unreadable or e.error
                 skipped.append(segment.checkpoint_version)
                 if not complete:
                     files, complete = self.list_files(), True
@@ -109,11 +129,11 @@ class DeltaLog:
         hint = self.last_checkpoint_hint() if version is None else None
         if hint is not None:
             files = self.list_files(start_after=f"{hint:020d}")
-            if any(f.is_checkpoint and f.version == hint for f in files):
+            if hint in complete_checkpoints(files):
                 return files, False
         return self.list_files(), True
 
-    def _load(self, segment: LogSegment) -> Snapshot:
+    def _load(self, segment: LogSegment, files: Sequence[LogFile]) -> Snapshot:
         texts = map_io(lambda f: self.storage.read(self._location(f.name)), segment.deltas)
         checkpoint_batches = self._read_checkpoint(segment.checkpoint)
         with gc_paused():
@@ -123,7 +143,16 @@ class DeltaLog:
             ]
             batches = [*reversed(delta_batches), *checkpoint_batches]
             state = replay(batches, segment.version)
-        last_commit = next((c for c in segment.commits if c.version == segment.version), None)
+        # The commit of the snapshot version itself: for a version that has a checkpoint, it is
+        # not part of the segment, but its time and commitInfo are still the snapshot's.
+        last_commit = next(
+            (
+                f
+                for f in itertools.chain(segment.commits, files)
+                if f.kind == LogFileKind.COMMIT and f.version == segment.version
+            ),
+            None,
+        )
         info = self._snapshot_commit_info(segment, delta_batches, last_commit)
         record = CommitRecord(
             segment.version, last_commit.modification_time_ms if last_commit else None, info

@@ -1,0 +1,27 @@
+"""Shared test helpers: where the golden tables are, and copying one before a test writes.
+
+The golden tables (`../shared/golden`, beside the repository) are read-only; CI always has
+them, so tests that need them fail, never skip, when they are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.oracles import GOLDEN, copy_golden
+
+__all__ = ["GOLDEN", "golden_copy"]
+
+
+@pytest.fixture
+def golden_copy(tmp_path: Path) -> Callable[[str], Path]:
+    """`golden_copy(name)` copies golden table `name` (e.g. `dv-with-columnmapping/delta`)
+    into `tmp_path` and returns the copy's root, so the test may modify it."""
+
+    def copy(name: str) -> Path:
+        return copy_golden(name, tmp_path / "golden")
+
+    return copy
