@@ -256,19 +256,29 @@ class DeltaLog:
 
 
 class _CommitTimes:
-    """Commit times by index, reading commitInfo only for commits that may carry an ICT."""
+    """Commit times by index, as Delta's time travel sees them.
+
+    File modification times are made strictly increasing first (a commit whose time is not
+    after its predecessor's counts as predecessor + 1 ms), so the binary search is sound; an
+    in-commit timestamp, read only for the commits the search probes, takes precedence.
+    """
 
     def __init__(self, log: DeltaLog, commits: list[LogFile]) -> None:
         self.log = log
         self.commits = commits
+        self.file_times: list[int] = []
+        previous = -1
+        for f in commits:
+            current = max(f.modification_time_ms or 0, previous + 1)
+            self.file_times.append(current)
+            previous = current
         self.cache: dict[int, int] = {}
 
     def at(self, index: int) -> int:
         if index not in self.cache:
-            f = self.commits[index]
-            record = self.log._commit_record(f)
-            ts = record.timestamp_ms
-            self.cache[index] = ts if ts is not None else 0
+            info = self.log._commit_record(self.commits[index]).commit_info or {}
+            ict = info.get("inCommitTimestamp")
+            self.cache[index] = ict if isinstance(ict, int) else self.file_times[index]
         return self.cache[index]
 
 

@@ -387,6 +387,21 @@ def test_version_at_uses_commit_file_times(golden_copy: GoldenCopy) -> None:
     assert out["logical_rows"] == 480
 
 
+def test_version_at_makes_file_times_increase_like_delta(golden_copy: GoldenCopy) -> None:
+    """A commit file older than its predecessor (clock skew, a copy) counts as predecessor +
+    1 ms, as Delta's history manager does, so the search stays sound."""
+    root = golden_copy("basic-dv-with-checkpoint")
+    times = {v: _mtime_s(v) for v in range(47)}
+    times[21] = times[20] - 100  # written "before" commit 20
+    for v, t in times.items():
+        os.utime(commit_file(root, v), (t, t))
+    log = open_log(str(root))
+    at_20 = times[20] * 1000
+    assert log.version_at(at_20) == 20
+    assert log.version_at(at_20 + 1) == 21
+    assert log.version_at(times[22] * 1000 - 1) == 21
+
+
 _SCHEMA = json.dumps(
     {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 )
