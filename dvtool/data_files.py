@@ -1,12 +1,82 @@
-"""Reading data files (parquet) of a table through the storage layer."""
+"""Parquet data files of a table, through the storage layer: footers, reading, writing.
+
+- `footer_row_count`: the row count in a footer.
+- `iter_file_batches`: a file's record batches row group by row group, each with the index
+  of its first row in the file (so callers know physical row indexes, as DVs need).
+- `row_group_stats`: per row group min/max/null counts from the footer.
+- `write_data_file`: stream record batches into a new, uniquely named parquet file under a
+  partition directory, collecting Delta statistics on the way; returns what an `add` needs.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dvtool.errors import FileMissingError, StorageError
+from dvtool.core.stats_collect import StatsCollector, stats_json
+from dvtool.errors import DvtoolError, FileMissingError, StorageError
 from dvtool.storage import Storage
+
+__all__ = [
+    "RowGroupStats",
+    "WrittenFile",
+    "data_file_name",
+    "footer_row_count",
+    "iter_file_batches",
+    "row_group_stats",
+    "write_data_file",
+]
+
+DEFAULT_ROW_GROUP_ROWS = 1_048_576
+DEFAULT_ROW_GROUP_BYTES = 128 * 2**20
+# Remote files up to this size are written with one `Storage.write`; larger ones are
+# streamed from a local temp file (memory stays bounded either way).
+WHOLE_WRITE_LIMIT = 64 * 2**20
+_COPY_CHUNK = 8 * 2**20
+
+# Spark's file name extensions per parquet codec.
+_CODEC_EXTENSIONS = {
+    "snappy": ".snappy",
+    "gzip": ".gz",
+    "zstd": ".zstd",
+    "lz4": ".lz4",
+    "brotli": ".br",
+    "none": "",
+    "uncompressed": "",
+}
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file `write_data_file` wrote: what its `add` action needs."""
+
+    relative_path: str  # as stored in the log: relative to the root, URI-encoded
+    location: str
+    size: int
+    num_records: int
+    stats_json: str
+    modification_time_ms: int
+
+
+@dataclass(frozen=True)
+class RowGroupStats:
+    """Footer statistics of one row group, keyed by physical dotted column path."""
+
+    index: int
+    first_row: int
+    num_rows: int
+    min: dict[str, Any] = field(default_factory=dict)
+    max: dict[str, Any] = field(default_factory=dict)
+    null_count: dict[str, int] = field(default_factory=dict)
 
 
 def footer_row_count(storage: Storage, location: str) -> int:
@@ -18,3 +88,297 @@ def footer_row_count(storage: Storage, location: str) -> int:
         raise
     except (OSError, pa.ArrowException) as e:
         raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
+
+
+# Reading
+
+
+def iter_file_batches(
+    storage: Storage,
+    location: str,
+    columns: list[str] | None = None,
+    batch_size: int = 65536,
+    row_groups: list[int] | None = None,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """`(index of the batch's first row in the file, batch)`, row group by row group.
+
+    `columns` are physical column names (dotted paths select nested fields, as pyarrow
+    does); None reads all. `row_groups` restricts the read to those row groups (in the order
+    given); row indexes stay those of the whole file. The file is closed when the iterator
+    is exhausted or closed.
+    """
+    try:
+        with storage.open_parquet(location) as source:
+            parquet = pq.ParquetFile(source)
+            meta = parquet.metadata
+            starts = _row_group_starts(meta)
+            wanted = range(meta.num_row_groups) if row_groups is None else row_groups
+            for rg in wanted:
+                if not 0 <= rg < meta.num_row_groups:
+                    raise StorageError(
+                        f"{location} has {meta.num_row_groups} row groups; no row group {rg}"
+                    )
+                row = starts[rg]
+                for batch in parquet.iter_batches(
+                    batch_size=batch_size, row_groups=[rg], columns=columns
+                ):
+                    yield row, batch
+                    row += batch.num_rows
+    except DvtoolError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read the parquet file {location}: {e}") from e
+
+
+def row_group_stats(storage: Storage, location: str) -> list[RowGroupStats]:
+    """Min, max and null count per column of each row group, from the footer.
+
+    Keys are dotted physical column paths as in the parquet schema (`a`, `s.x`, and
+    `l.list.element` inside lists). Values are python values typed by the column's logical
+    type (int, float, str, bytes, bool, Decimal, date, datetime). A column without
+    statistics is left out of `null_count`; one without valid min/max (or with a NaN bound)
+    is left out of `min` and `max`.
+    """
+    try:
+        with storage.open_parquet(location) as source:
+            meta = pq.ParquetFile(source).metadata
+    except FileMissingError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
+    starts = _row_group_starts(meta)
+    out = []
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        minimum: dict[str, Any] = {}
+        maximum: dict[str, Any] = {}
+        nulls: dict[str, int] = {}
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            stats = chunk.statistics
+            if stats is None:
+                continue
+            path = chunk.path_in_schema
+            if stats.has_null_count:
+                nulls[path] = int(stats.null_count)
+            if not stats.has_min_max:
+                continue
+            try:
+                low, high = stats.min, stats.max
+            except (ValueError, pa.ArrowException):
+                continue  # a logical type pyarrow cannot convert
+            if low is None or high is None or _is_nan(low) or _is_nan(high):
+                continue
+            minimum[path] = low
+            maximum[path] = high
+        out.append(RowGroupStats(rg, starts[rg], group.num_rows, minimum, maximum, nulls))
+    return out
+
+
+def _row_group_starts(meta: pq.FileMetaData) -> list[int]:
+    starts, row = [], 0
+    for rg in range(meta.num_row_groups):
+        starts.append(row)
+        row += meta.row_group(rg).num_rows
+    return starts
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
+
+
+# Writing
+
+
+def data_file_name(compression: str = "snappy") -> str:
+    """A new unique data file name like Delta Spark's: `part-00000-<uuid4>-c000.snappy.parquet`."""
+    extension = _CODEC_EXTENSIONS.get(compression.lower(), f".{compression.lower()}")
+    return f"part-00000-{uuid.uuid4()}-c000{extension}.parquet"
+
+
+def write_data_file(
+    storage: Storage,
+    *,
+    partition_dir: str,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    stats: StatsCollector,
+    compression: str = "snappy",
+    row_group_size: int = DEFAULT_ROW_GROUP_ROWS,
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    tight_bounds: bool | None = True,
+) -> WrittenFile:
+    """Write `batches` as one new parquet file under `partition_dir` (`""`: the root).
+
+    Batches are cast to `schema` (physical names, field ids in its field metadata) and
+    buffered into row groups of up to `row_group_size` rows or `row_group_bytes` bytes;
+    `stats` sees every batch. The file goes to a temp file first, so memory stays bounded:
+    on local disk a temp file beside the target, fsynced and renamed into place; elsewhere
+    a local temp file, then one `Storage.write` (up to 64 MiB) or a streamed upload, which
+    object stores publish only when complete. Nothing of a failed write is left behind.
+    """
+    name = data_file_name(compression)
+    relative = f"{partition_dir.strip('/')}/{name}" if partition_dir.strip("/") else name
+    location = storage.join(relative)
+    codec = "none" if compression.lower() == "uncompressed" else compression
+    try:
+        if storage.protocol == "file":
+            num_records = _write_local(
+                location, batches, schema, stats, codec, row_group_size, row_group_bytes
+            )
+        else:
+            num_records = _write_remote(
+                storage, location, batches, schema, stats, codec, row_group_size, row_group_bytes
+            )
+    except DvtoolError:
+        raise
+    except OSError as e:  # arrow's IO errors are OSErrors; bad data stays a ValueError
+        raise StorageError(f"cannot write the data file {location}: {e}") from e
+    info = storage.info(location)
+    if info is None:
+        raise StorageError(f"the data file {location} is missing right after it was written")
+    mtime = info.modification_time_ms
+    return WrittenFile(
+        relative_path=Storage.encode_for_log(relative),
+        location=location,
+        size=info.size,
+        num_records=num_records,
+        stats_json=stats_json(stats.result(tight_bounds)),
+        modification_time_ms=mtime if mtime is not None else int(time.time() * 1000),
+    )
+
+
+def _write_parquet(
+    sink: Any,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    stats: StatsCollector,
+    codec: str,
+    row_group_size: int,
+    row_group_bytes: int,
+) -> int:
+    """Stream `batches` into `sink` as parquet; returns the number of rows written."""
+    rows = 0
+    pending: list[pa.RecordBatch] = []
+    pending_rows = pending_bytes = 0
+    with pq.ParquetWriter(sink, schema, compression=codec) as writer:
+        for batch in _record_batches(batches):
+            if batch.num_rows == 0:
+                continue
+            batch = _conform(batch, schema)
+            stats.update(batch)
+            rows += batch.num_rows
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            pending_bytes += batch.nbytes
+            if pending_rows >= row_group_size or pending_bytes >= row_group_bytes:
+                table = pa.Table.from_batches(pending, schema)
+                # Whole row groups of row_group_size rows; the rest waits for more rows
+                # unless the buffer is full by bytes.
+                full = (pending_rows // row_group_size) * row_group_size
+                if pending_bytes >= row_group_bytes or full == 0:
+                    full = pending_rows
+                writer.write_table(table.slice(0, full), row_group_size=row_group_size)
+                rest = table.slice(full)
+                pending = rest.to_batches()
+                pending_rows = rest.num_rows
+                pending_bytes = sum(b.nbytes for b in pending)
+        if pending:
+            writer.write_table(
+                pa.Table.from_batches(pending, schema), row_group_size=row_group_size
+            )
+    return rows
+
+
+def _record_batches(
+    items: Iterable[pa.RecordBatch | pa.Table],
+) -> Iterator[pa.RecordBatch]:
+    for item in items:
+        if isinstance(item, pa.Table):
+            yield from item.to_batches()
+        else:
+            yield item
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` (with rows) with exactly `schema`: names, types, nullability, field metadata."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    if batch.schema.names != schema.names:
+        try:
+            batch = batch.select(schema.names)
+        except (KeyError, pa.ArrowException) as e:
+            raise ValueError(
+                f"batch columns {batch.schema.names} do not match the file schema {schema.names}"
+            ) from e
+    return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+
+
+def _write_local(
+    location: str,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    stats: StatsCollector,
+    codec: str,
+    row_group_size: int,
+    row_group_bytes: int,
+) -> int:
+    """Temp file beside `location`, fsync, rename into place, fsync the directory."""
+    directory = os.path.dirname(location)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.dvtool")
+    try:
+        with open(tmp, "xb") as f:
+            rows = _write_parquet(f, batches, schema, stats, codec, row_group_size, row_group_bytes)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, location)
+        _fsync_dir(directory)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+    return rows
+
+
+def _write_remote(
+    storage: Storage,
+    location: str,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    stats: StatsCollector,
+    codec: str,
+    row_group_size: int,
+    row_group_bytes: int,
+) -> int:
+    """Local temp file, then one whole-file write or a streamed upload."""
+    with tempfile.TemporaryFile(prefix="dvtool-", suffix=".parquet") as f:
+        rows = _write_parquet(f, batches, schema, stats, codec, row_group_size, row_group_bytes)
+        size = f.tell()
+        f.seek(0)
+        if size <= WHOLE_WRITE_LIMIT:
+            storage.write(location, f.read())
+        else:
+            _upload(storage, location, f)
+    return rows
+
+
+def _upload(storage: Storage, location: str, source: IO[bytes]) -> None:
+    """Stream a local file to `location`; a failed upload leaves no file behind."""
+    fs, path = storage.arrow_filesystem(location)
+    try:
+        with fs.open_output_stream(path) as out:
+            while chunk := source.read(_COPY_CHUNK):
+                out.write(chunk)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            storage.delete(location)
+        raise
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -7,11 +7,19 @@ the protocol allows: file version, range, size, CRC, magic, cardinality and row 
 Any failure is a `DeletionVectorError` naming the DV file and the data file it belongs to.
 A missing DV file is an error, never an empty DV: treating it as "no deleted rows" would
 silently resurrect deleted data.
+
+Writing is the mirror image: `write` packs many DVs into as few new DV files as possible
+(a new file starts when the current one would pass the target size, 2 MiB as in Delta),
+writes each file whole, and returns `u` descriptors. Existing DV files are never modified.
 """
 
 from __future__ import annotations
 
+import secrets
+import string
 import threading
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +31,9 @@ from dvtool.core.deletion_vector import (
     check_file_version,
     decode_dv_entry,
     decode_inline,
+    encode_dv_file,
+    new_uuid_path,
+    serialize_bitmap,
     validate_bitmap,
 )
 from dvtool.errors import (
@@ -51,6 +62,22 @@ class DVStorage(Protocol):
     def size(self, location: str) -> int:
         """The file's length in bytes; FileMissingError if it is missing."""
         ...
+
+    def write(self, location: str, data: bytes) -> None:
+        """Write a new file whole (readers never see part of it)."""
+        ...
+
+
+DEFAULT_TARGET_FILE_SIZE = 2 * 1024 * 1024
+_PREFIX_ALPHABET = string.ascii_letters + string.digits
+
+
+@dataclass(frozen=True)
+class WrittenDVFile:
+    """A DV file `write` created: its location and size (for metrics and cleanup)."""
+
+    location: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -134,3 +161,54 @@ class DVStore:
         header = _DVFileHeader(size=size, version=version)
         with self._lock:
             return self._headers.setdefault(location, header)
+
+    def write(
+        self,
+        bitmaps: Sequence[BitMap64],
+        *,
+        prefix_length: int = 0,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+    ) -> tuple[list[DeletionVectorDescriptor], list[WrittenDVFile]]:
+        """Write `bitmaps` to new DV files; returns their descriptors (in order) and the files.
+
+        `prefix_length` > 0 puts each file under a random directory of that many characters
+        (`delta.randomizeFilePrefixes` / `delta.randomPrefixLength`).
+        """
+        descriptors: list[DeletionVectorDescriptor] = []
+        files: list[WrittenDVFile] = []
+        for group in _pack(bitmaps, target_file_size):
+            group_descriptors, written = self._write_file(group, prefix_length)
+            descriptors.extend(group_descriptors)
+            files.append(written)
+        return descriptors, files
+
+    def _write_file(
+        self, bitmaps: Sequence[BitMap64], prefix_length: int
+    ) -> tuple[list[DeletionVectorDescriptor], WrittenDVFile]:
+        prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(prefix_length))
+        encoded_path = new_uuid_path(uuid.uuid4(), prefix)
+        data, entries = encode_dv_file(bitmaps)
+        descriptors = [
+            DeletionVectorDescriptor("u", encoded_path, offset, size, len(bitmap))
+            for bitmap, (offset, size) in zip(bitmaps, entries, strict=True)
+        ]
+        location = self._storage.join(descriptors[0].relative_path())
+        self._storage.write(location, data)
+        return descriptors, WrittenDVFile(location, len(data))
+
+
+def _pack(bitmaps: Sequence[BitMap64], target: int) -> list[list[BitMap64]]:
+    """Group bitmaps in order so each group's file stays within `target` (one DV at least)."""
+    groups: list[list[BitMap64]] = []
+    current: list[BitMap64] = []
+    size = 1
+    for bitmap in bitmaps:
+        entry = ENTRY_OVERHEAD + len(serialize_bitmap(bitmap))
+        if current and size + entry > target:
+            groups.append(current)
+            current, size = [], 1
+        current.append(bitmap)
+        size += entry
+    if current:
+        groups.append(current)
+    return groups

@@ -3,13 +3,16 @@
 Tables at reader version 3 / writer version 7 list their features by name; older tables imply
 a fixed set by their version numbers. `reader_features`/`writer_features` return the effective
 sets either way, and the `require_*` gates refuse a table that needs a feature dvtool does not
-implement, naming it, before anything is read or written.
+implement, naming it, before anything is read (`require_readable`) or written
+(`require_writable`, per operation, which also honours `delta.appendOnly`).
 """
 
 from __future__ import annotations
 
-from dvtool.core.actions import Protocol
-from dvtool.errors import UnsupportedFeatureError
+from dataclasses import dataclass
+
+from dvtool.core.actions import Metadata, Protocol
+from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 
 # Features implied by legacy protocol versions (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER: dict[int, tuple[str, ...]] = {
@@ -76,3 +79,139 @@ def deletion_vectors_supported(protocol: Protocol) -> bool:
     return "deletionVectors" in reader_features(protocol) and "deletionVectors" in writer_features(
         protocol
     )
+
+
+# -- the writer gate ------------------------------------------------------------------------
+
+# Writer features dvtool's writing commands (delete via DVs, DV purge/rewrite, vacuum, enable,
+# downgrade, manifest) implement or leave intact, for every operation:
+# - appendOnly: `delta.appendOnly=true` refuses operations that change data (see below);
+# - invariants, checkConstraints, generatedColumns, allowColumnDefaults, identityColumns:
+#   dvtool never writes new values, it only removes rows or copies rows unchanged;
+# - changeDataFeed: the delete command writes the change data; columnMapping: files are
+#   read and rewritten by physical name and field id; deletionVectors, timestampNtz;
+# - domainMetadata: domains are preserved (never dropped, checkpoints keep them);
+# - v2Checkpoint: dvtool's checkpoints follow the V2 spec on such tables;
+# - vacuumProtocolCheck: this gate is the writer protocol check VACUUM must do;
+# - checkpointProtection: dvtool writes commits and checkpoints but never cleans up metadata;
+# - inCommitTimestamp: commits carry `inCommitTimestamp` (dvtool.core.commit).
+WRITE_SUPPORTED = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "identityColumns",
+        "changeDataFeed",
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "checkpointProtection",
+        "inCommitTimestamp",
+    }
+)
+
+# Why dvtool refuses to write tables with these features (for the error message).
+WRITE_REFUSED_REASONS: dict[str, str] = {
+    "rowTracking": "dvtool does not assign base row IDs and row commit versions",
+    "icebergCompatV1": "dvtool does not maintain Iceberg compatibility",
+    "icebergCompatV2": "dvtool does not maintain Iceberg compatibility",
+    "icebergCompatV3": "dvtool does not maintain Iceberg compatibility",
+    "icebergWriterCompatV1": "dvtool does not maintain Iceberg compatibility",
+    "clustering": "rewriting files of a clustered table is not implemented (DELETE only)",
+    "catalogManaged": "commits must go through the table's catalog",
+    "catalogOwned-preview": "commits must go through the table's catalog",
+    "typeWidening": "files with widened column types are not rewritten correctly",
+    "typeWidening-preview": "files with widened column types are not rewritten correctly",
+    "variantType": "variant columns are not implemented",
+    "variantType-preview": "variant columns are not implemented",
+    "variantShredding-preview": "variant columns are not implemented",
+}
+
+
+@dataclass(frozen=True)
+class WriteOperation:
+    """What a writing command does, as far as table features and properties care.
+
+    `changes_data`: it removes or changes rows (`dataChange=true`), which append-only tables
+    forbid; rearranging rows (`dataChange=false`) is allowed. `extra_features`: writer
+    features safe for this operation only.
+    """
+
+    name: str
+    changes_data: bool = False
+    extra_features: frozenset[str] = frozenset()
+
+
+# The operations of dvtool's writing commands; add an entry for a new command.
+WRITE_OPERATIONS: dict[str, WriteOperation] = {
+    "DELETE": WriteOperation(
+        "DELETE",
+        changes_data=True,
+        # Deleting rows through DVs does not change how files are clustered.
+        extra_features=frozenset({"clustering"}),
+    ),
+    "OPTIMIZE": WriteOperation("OPTIMIZE"),
+    "REORG": WriteOperation("REORG"),
+    "VACUUM": WriteOperation("VACUUM"),
+    "ENABLE": WriteOperation("ENABLE"),
+    "DOWNGRADE": WriteOperation("DOWNGRADE"),
+    "MANIFEST": WriteOperation("MANIFEST"),
+}
+
+
+def require_writable(
+    protocol: Protocol,
+    metadata: Metadata,
+    operation: str,
+    supported: frozenset[str] = WRITE_SUPPORTED,
+) -> None:
+    """Refuse to run `operation` on a table dvtool cannot write correctly.
+
+    UnsupportedFeatureError names every unsupported reader feature (writers must read the
+    table too) and writer feature, effective ones implied by legacy versions included.
+    WriteRefusedError when a table property forbids the operation (`delta.appendOnly`).
+    """
+    op = WRITE_OPERATIONS.get(operation.upper())
+    if op is None:
+        known = ", ".join(sorted(WRITE_OPERATIONS))
+        raise ValueError(f"unknown write operation {operation!r}; known: {known}")
+    if protocol.min_reader_version > 3 or protocol.min_writer_version > 7:
+        raise UnsupportedFeatureError(
+            f"the table requires reader version {protocol.min_reader_version} and writer "
+            f"version {protocol.min_writer_version}; dvtool writes tables up to reader "
+            "version 3 and writer version 7"
+        )
+    problems: list[str] = []
+    missing_reader = sorted(reader_features(protocol) - READ_SUPPORTED)
+    if missing_reader:
+        problems.append("reader feature(s) " + ", ".join(_explain(f) for f in missing_reader))
+    allowed = supported | op.extra_features
+    missing_writer = sorted(writer_features(protocol) - allowed)
+    if missing_writer:
+        problems.append("writer feature(s) " + ", ".join(_explain(f) for f in missing_writer))
+    if problems:
+        raise UnsupportedFeatureError(
+            f"dvtool cannot {op.name} this table: it uses {'; and '.join(problems)}",
+            hint="dvtool refuses to write it rather than corrupt it; use an engine that "
+            "supports these features.",
+        )
+    if op.changes_data and _is_true(metadata.configuration.get("delta.appendOnly")):
+        raise WriteRefusedError(
+            f"the table is append-only (delta.appendOnly=true): {op.name} would remove rows",
+            hint="Unset the property (ALTER TABLE ... SET TBLPROPERTIES "
+            "('delta.appendOnly'='false')) if rows may be deleted.",
+        )
+
+
+def _explain(feature: str) -> str:
+    reason = WRITE_REFUSED_REASONS.get(feature)
+    return f"{feature} ({reason})" if reason else f"{feature} (unknown to dvtool)"
+
+
+def _is_true(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "true"

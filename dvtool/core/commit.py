@@ -1,0 +1,309 @@
+"""Building the actions of a commit: commitInfo, file actions from canonical rows, encoding.
+
+Pure functions, no IO. A commit is a list of action objects (`{"add": {...}}`, ...) that
+`encode_commit` turns into the bytes of `_delta_log/<version>.json`: one compact JSON object
+per line, each line `\\n`-terminated, commitInfo first.
+
+File actions come back out of the canonical add/remove tables of `dvtool.core.actions`
+exactly as the log had them: nulls dropped, maps restored from key/value pair lists, DV
+descriptors without a null `offset`, and the fields dvtool does not model (kept as
+`extraFields` JSON text) merged back in.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dvtool.core.actions import (
+    ADD_SCHEMA,
+    DV_TYPE,
+    EXTRA_FIELD,
+    REMOVE_SCHEMA,
+    Metadata,
+    Protocol,
+    file_action_key,
+)
+from dvtool.core.features import writer_features
+
+JSON = dict[str, Any]
+
+
+def _version() -> str:
+    """dvtool's version (the core may not import the `dvtool` package itself)."""
+    try:
+        return importlib.metadata.version("dvtool")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "unknown"
+
+
+ENGINE_INFO = f"dvtool/{_version()}"
+ICT_PROPERTY = "delta.enableInCommitTimestamps"
+
+_ADD_FIELDS = tuple(f.name for f in ADD_SCHEMA if f.name != EXTRA_FIELD[0])
+_REMOVE_FIELDS = tuple(f.name for f in REMOVE_SCHEMA if f.name != EXTRA_FIELD[0])
+_MAP_FIELDS = frozenset({"partitionValues", "tags"})
+_DV_FIELDS = tuple(f.name for f in DV_TYPE)
+
+
+# -- commitInfo -----------------------------------------------------------------------------
+
+
+def commit_info(
+    operation: str,
+    parameters: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    read_version: int | None,
+    txn_id: str,
+    timestamp_ms: int,
+    is_blind_append: bool,
+    isolation_level: str = "Serializable",
+    engine_info: str = ENGINE_INFO,
+    in_commit_timestamp: int | None = None,
+) -> JSON:
+    """The `{"commitInfo": {...}}` action, with the fields and encodings Delta Spark writes.
+
+    `operationParameters` values are strings: a string stays as is, null stays null, anything
+    else is JSON-encoded (a predicate list becomes `'["(id > 5)"]'`, a bool `'true'`).
+    `operationMetrics` values are strings too. With an in-commit timestamp, `inCommitTimestamp`
+    is set and `timestamp` equals it, as Delta does; the action must then be the first one of
+    the commit (`encode_commit` checks that).
+    """
+    body: JSON = {}
+    if in_commit_timestamp is not None:
+        body["inCommitTimestamp"] = int(in_commit_timestamp)
+        timestamp_ms = int(in_commit_timestamp)
+    body["timestamp"] = int(timestamp_ms)
+    body["operation"] = operation
+    body["operationParameters"] = {k: _encode_parameter(v) for k, v in parameters.items()}
+    if read_version is not None:
+        body["readVersion"] = int(read_version)
+    body["isolationLevel"] = isolation_level
+    body["isBlindAppend"] = bool(is_blind_append)
+    body["operationMetrics"] = {k: _encode_metric(v) for k, v in metrics.items()}
+    body["engineInfo"] = engine_info
+    body["txnId"] = txn_id
+    return {"commitInfo": body}
+
+
+def _encode_parameter(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode_metric(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, (int, float)) else json.dumps(value)
+
+
+def in_commit_timestamps_enabled(protocol: Protocol, metadata: Metadata) -> bool:
+    """Whether commits must carry `inCommitTimestamp` (feature supported and property true)."""
+    enabled = str(metadata.configuration.get(ICT_PROPERTY, "false")).strip().lower() == "true"
+    return enabled and "inCommitTimestamp" in writer_features(protocol)
+
+
+def next_in_commit_timestamp(now_ms: int, previous_ict: int | None) -> int:
+    """The in-commit timestamp of a commit: max(now, previous commit's ICT + 1)."""
+    if previous_ict is None:
+        return int(now_ms)
+    return max(int(now_ms), int(previous_ict) + 1)
+
+
+def with_in_commit_timestamp(actions: Sequence[Mapping[str, Any]], ict: int) -> list[JSON]:
+    """`actions` with the first action's commitInfo `inCommitTimestamp`/`timestamp` set to `ict`.
+
+    Used when a commit is retried at a later version: the rest of the commit stays valid, but
+    its in-commit timestamp must exceed the new predecessor's.
+    """
+    out = [dict(a) for a in actions]
+    if not out or "commitInfo" not in out[0]:
+        raise ValueError("an in-commit timestamp needs commitInfo as the first action")
+    body = dict(out[0]["commitInfo"])
+    rest = {k: v for k, v in body.items() if k != "inCommitTimestamp"}
+    new_body: JSON = {"inCommitTimestamp": int(ict)}
+    new_body.update(rest)
+    new_body["timestamp"] = int(ict)
+    out[0] = {"commitInfo": new_body}
+    return out
+
+
+def commit_info_of(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The commitInfo body of a commit's actions, or None."""
+    for action in actions:
+        if "commitInfo" in action:
+            info = action["commitInfo"]
+            return info if isinstance(info, Mapping) else None
+    return None
+
+
+# -- encoding -------------------------------------------------------------------------------
+
+
+def encode_commit(actions: Iterable[Mapping[str, Any]]) -> bytes:
+    """The bytes of a commit file: one compact JSON object per line, each `\\n`-terminated.
+
+    Checks the rules of a valid commit first (ValueError: a bug in the caller): each action is
+    a single-key object; commitInfo, if present, comes first and appears once (required
+    first when it carries an in-commit timestamp); at most one protocol and one metaData;
+    at most one add and one remove per path, never an add and a remove of the same
+    (path, DV) key (PROTOCOL.md, "Delta Log Entries"); at most one txn per appId; no NaN.
+    """
+    actions = list(actions)
+    check_commit(actions)
+    lines = [
+        json.dumps(a, separators=(",", ":"), ensure_ascii=False, allow_nan=False) for a in actions
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def check_commit(actions: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ValueError if `actions` is not a valid commit (see `encode_commit`)."""
+    if not actions:
+        raise ValueError("a commit needs at least one action")
+    counts: dict[str, int] = {}
+    add_paths: set[str] = set()
+    remove_paths: set[str] = set()
+    add_keys: set[tuple[str, str | None]] = set()
+    remove_keys: set[tuple[str, str | None]] = set()
+    app_ids: set[str] = set()
+    for index, action in enumerate(actions):
+        if not isinstance(action, Mapping) or len(action) != 1:
+            raise ValueError(f"action {index} is not a single-key action object: {action!r}")
+        ((kind, body),) = action.items()
+        if not isinstance(body, Mapping):
+            raise ValueError(f"action {index} ('{kind}') is not an object")
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "commitInfo" and index != 0:
+            raise ValueError("commitInfo must be the first action of a commit")
+        if kind in ("add", "remove"):
+            path = body.get("path")
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"{kind} action {index} has no path")
+            seen = add_paths if kind == "add" else remove_paths
+            if path in seen:
+                raise ValueError(f"a commit may hold one {kind} per path; {path} appears twice")
+            seen.add(path)
+            keys = add_keys if kind == "add" else remove_keys
+            keys.add(file_action_key(path, body.get("deletionVector")))
+        elif kind == "txn":
+            app_id = str(body.get("appId"))
+            if app_id in app_ids:
+                raise ValueError(f"a commit may hold one txn per appId; {app_id} appears twice")
+            app_ids.add(app_id)
+    for kind in ("commitInfo", "protocol", "metaData"):
+        if counts.get(kind, 0) > 1:
+            raise ValueError(f"a commit may hold at most one {kind} action")
+    both = add_keys & remove_keys
+    if both:
+        path, dv = min(both, key=str)
+        raise ValueError(
+            f"a commit must not add and remove the same logical file ({path}, DV {dv}); "
+            "to update its metadata, add it again without removing it"
+        )
+
+
+# -- file actions from canonical rows -------------------------------------------------------
+
+
+def add_action_from_row(row: Mapping[str, Any], *, data_change: bool | None = None) -> JSON:
+    """The `{"add": {...}}` action of one canonical add row (`ADD_SCHEMA`, e.g. `to_pylist()`).
+
+    Columns outside the canonical layout (such as a snapshot's `numRecords`) are ignored.
+    `data_change` overrides the row's `dataChange` (checkpoints store false).
+    """
+    body = _body_from_row(row, _ADD_FIELDS)
+    body.setdefault("partitionValues", {})
+    if data_change is not None:
+        body["dataChange"] = data_change
+    return {"add": _ordered(body, _ADD_FIELDS)}
+
+
+def remove_action_from_row(row: Mapping[str, Any], *, data_change: bool | None = None) -> JSON:
+    """The `{"remove": {...}}` action of one canonical remove row (`REMOVE_SCHEMA`)."""
+    body = _body_from_row(row, _REMOVE_FIELDS)
+    if data_change is not None:
+        body["dataChange"] = data_change
+    return {"remove": _ordered(body, _REMOVE_FIELDS)}
+
+
+def remove_for_add(
+    add: Mapping[str, Any], deletion_timestamp: int, *, data_change: bool = True
+) -> JSON:
+    """The `{"remove": {...}}` action that removes the logical file of an add body or row.
+
+    As Delta's `AddFile.removeWithTimestamp`: same path and DV (the logical file's key),
+    `extendedFileMetadata` true with `partitionValues` and `size`, and the add's stats, tags
+    and row tracking fields. Fields dvtool does not model are not copied (they describe the
+    add, not the removal).
+    """
+    inner = add.get("add")
+    source = inner if len(add) == 1 and isinstance(inner, Mapping) else add
+    body = _body_from_row(source, _ADD_FIELDS)
+    out: JSON = {"path": body["path"], "deletionTimestamp": int(deletion_timestamp)}
+    out["dataChange"] = data_change
+    out["extendedFileMetadata"] = True
+    out["partitionValues"] = dict(body.get("partitionValues") or {})
+    if body.get("size") is not None:
+        out["size"] = body["size"]
+    for name in ("stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
+        if body.get(name) is not None:
+            out[name] = body[name]
+    return {"remove": out}
+
+
+def _body_from_row(row: Mapping[str, Any], fields: Sequence[str]) -> JSON:
+    body: JSON = {}
+    for name in fields:
+        value = row.get(name)
+        if value is None:
+            continue
+        if name in _MAP_FIELDS:
+            value = _restore_map(value)
+        elif name == "deletionVector":
+            value = dv_descriptor(value)
+        body[name] = value
+    extra = row.get(EXTRA_FIELD[0])
+    if extra:
+        try:
+            decoded = json.loads(extra)
+        except ValueError as e:
+            raise ValueError(f"extraFields of {row.get('path')} is not JSON: {e}") from None
+        if isinstance(decoded, Mapping):
+            for key, value in decoded.items():
+                body.setdefault(key, value)
+    return body
+
+
+def _restore_map(value: Any) -> dict[str, Any]:
+    """A map value from arrow (`[(k, v), ...]`) or JSON (`{k: v}`), null values kept."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {k: v for k, v in value}
+
+
+def dv_descriptor(value: Mapping[str, Any]) -> JSON:
+    """A DV descriptor as the log spells it: the protocol's fields, null `offset` omitted."""
+    out: JSON = {}
+    for name in _DV_FIELDS:
+        v = value.get(name)
+        if v is not None:
+            out[name] = v
+    for name, v in value.items():  # e.g. maxRowIndex from a JSON descriptor
+        if name not in out and name not in _DV_FIELDS and v is not None:
+            out[name] = v
+    return out
+
+
+def _ordered(body: JSON, fields: Sequence[str]) -> JSON:
+    """Known fields in the protocol's order, then the others in their original order."""
+    out: JSON = {name: body[name] for name in fields if name in body}
+    for key, value in body.items():
+        if key not in out:
+            out[key] = value
+    return out

@@ -1,0 +1,417 @@
+"""Commit to a table's `_delta_log`: put-if-absent commits, the optimistic retry loop, checkpoints.
+
+`LogWriter.commit` writes one version with `Storage.put_if_absent`, so of racing writers
+exactly one creates `<version>.json`. Losing is a `CommitRace`; a write whose outcome is
+unknown (a timeout after the request left) is resolved by reading the log back: a commit at
+that version carrying our `txnId` is ours.
+
+`LogWriter.try_commit` is Delta's optimistic loop: attempt `read_version + 1`; on a race read
+every newer commit (the winners), run the Serializable conflict check
+(`dvtool.core.conflicts`) and, without a conflict, retry the same actions at the next free
+version (refreshing the in-commit timestamp), with exponential backoff and jitter. A conflict
+raises `TransactionConflictError` (a `CommitConflictError`) so the command can re-plan from a
+fresh snapshot.
+
+After a successful commit at version v with `v % delta.checkpointInterval == 0` (default 10),
+a classic checkpoint for v is written (V2 spec on v2Checkpoint tables), then
+`_last_checkpoint`. A failed checkpoint never fails the command: the commit stands and the
+problem is reported in `CommitResult.checkpoint_warning`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dvtool.core.actions import Metadata
+from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
+from dvtool.core.commit import (
+    commit_info_of,
+    encode_commit,
+    next_in_commit_timestamp,
+    with_in_commit_timestamp,
+)
+from dvtool.core.conflicts import ConflictResult, ReadSet, check_winners, is_our_commit
+from dvtool.core.features import writer_features
+from dvtool.core.log_files import commit_name
+from dvtool.core.log_json import parse_commit
+from dvtool.core.replay import ActionBatch
+from dvtool.errors import (
+    CommitConflictError,
+    DvtoolError,
+    FileMissingError,
+    StorageError,
+)
+from dvtool.log.reader import DeltaLog
+from dvtool.log.snapshot import Snapshot
+
+Actions = Sequence[Mapping[str, Any]]
+# Builds the actions for an attempt at `version`, given the winners seen so far (oldest first).
+ActionsBuilder = Callable[[int, Sequence[ActionBatch]], Actions]
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+_PUT_ATTEMPTS = 3
+_CODECS = {
+    "uncompressed": "none",
+    "none": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "lz4_raw": "lz4",
+    "zstd": "zstd",
+}
+
+
+class CommitRace(DvtoolError):
+    """Another writer committed `version` first; `winner` holds its actions."""
+
+    def __init__(self, version: int, winner: ActionBatch | None = None) -> None:
+        super().__init__(
+            f"version {version} was committed by another writer first",
+            hint="Re-check conflicts against that commit and retry at the next version.",
+        )
+        self.version = version
+        self.winner = winner
+
+
+class TransactionConflictError(CommitConflictError):
+    """A winning commit conflicts with this transaction; `result` says which and why."""
+
+    def __init__(self, result: ConflictResult) -> None:
+        super().__init__(
+            f"concurrent commit conflicts with this transaction: {result.reason}",
+            hint="Run the command again: it will plan from the new table version.",
+        )
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter between commit attempts (seconds)."""
+
+    initial: float = 0.05
+    factor: float = 2.0
+    maximum: float = 2.0
+    jitter: float = 0.5
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Delay after failed attempt number `attempt` (1-based)."""
+        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        spread = base * self.jitter
+        return max(0.0, base - spread + rng.random() * 2 * spread)
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint this writer wrote."""
+
+    version: int
+    name: str
+    size: int
+    size_in_bytes: int
+    num_add_files: int
+    v2: bool
+
+
+@dataclass
+class CommitResult:
+    """A commit that landed.
+
+    `recovered`: the write reported a failure (or lost its response) but the log holds our
+    commit. `winners`: versions other writers committed between our read and our commit.
+    `checkpoint`: the checkpoint written after it, if any; `checkpoint_warning`: why a due
+    checkpoint could not be written (the commit stands regardless).
+    """
+
+    version: int
+    txn_id: str
+    attempts: int = 1
+    recovered: bool = False
+    winners: tuple[int, ...] = ()
+    checkpoint: CheckpointInfo | None = None
+    checkpoint_warning: str | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+
+class LogWriter:
+    """Writes commits and checkpoints to the `_delta_log` of `log`."""
+
+    def __init__(
+        self,
+        log: DeltaLog,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock_ms: Callable[[], int] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.log = log
+        self.storage = log.storage
+        self._sleep = sleep
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._rng = rng or random.Random()
+
+    # -- one version -----------------------------------------------------------------------
+
+    def commit(self, version: int, actions: Actions, txn_id: str) -> CommitResult:
+        """Create `<version>.json` with `actions` if no one has; CommitRace if someone has.
+
+        The commitInfo of `actions` must carry `txnId == txn_id`: that is how a commit whose
+        outcome was unknown is recognised as ours when the log is read back.
+        """
+        info = commit_info_of(actions)
+        if info is None or info.get("txnId") != txn_id:
+            raise ValueError(f"the commit's commitInfo must carry txnId {txn_id!r}")
+        if version < 0:
+            raise ValueError(f"bad commit version {version}")
+        location = self._commit_location(version)
+        data = encode_commit(actions)
+        for attempt in range(1, _PUT_ATTEMPTS + 1):
+            try:
+                created = self.storage.put_if_absent(location, data)
+            except StorageError as error:
+                # The outcome is unknown (e.g. a timeout after the request was sent): the log
+                # says whether the version exists and whose it is.
+                winner = self._read_back(version, error)
+                if winner is None:
+                    if attempt == _PUT_ATTEMPTS:
+                        raise
+                    self._sleep(Backoff().delay(attempt, self._rng))
+                    continue
+                if is_our_commit(winner, txn_id):
+                    return CommitResult(version, txn_id, recovered=True, actions=_dicts(actions))
+                raise CommitRace(version, winner) from None
+            if created:
+                return CommitResult(version, txn_id, actions=_dicts(actions))
+            winner = self.read_commit(version)
+            if is_our_commit(winner, txn_id):
+                return CommitResult(version, txn_id, recovered=True, actions=_dicts(actions))
+            raise CommitRace(version, winner)
+        raise AssertionError("unreachable")
+
+    def read_commit(self, version: int) -> ActionBatch:
+        """The parsed commit at `version`; FileMissingError if there is none."""
+        name = commit_name(version)
+        return parse_commit(self.storage.read(self._commit_location(version)), version, name)
+
+    def _read_back(self, version: int, cause: StorageError) -> ActionBatch | None:
+        try:
+            return self.read_commit(version)
+        except FileMissingError:
+            return None
+        except StorageError as e:
+            raise StorageError(
+                f"the commit of version {version} may or may not have been written: "
+                f"{cause.message}; reading it back failed too: {e.message}",
+                hint="Check the table's history (dvtool inspect --history) before retrying.",
+            ) from e
+
+    def _commit_location(self, version: int) -> str:
+        return self.storage.join(f"_delta_log/{commit_name(version)}")
+
+    # -- the optimistic loop ---------------------------------------------------------------
+
+    def try_commit(
+        self,
+        read_version: int,
+        actions: Actions | ActionsBuilder,
+        read_set: ReadSet,
+        *,
+        max_tries: int = 10,
+        backoff: Backoff | None = None,
+        metadata: Metadata | None = None,
+        checkpoint: bool = True,
+    ) -> CommitResult:
+        """Commit `actions` at the first free version after `read_version`, Delta-style.
+
+        `actions` is the commit (commitInfo with our `txnId` first), or a callable building
+        it for an attempt version and the winners seen so far. Between attempts, winners are
+        checked for conflicts with `read_set`; a conflict raises TransactionConflictError.
+        When the commit carries an in-commit timestamp, each retry sets it to
+        max(now, winner's ICT + 1). `metadata` (the table's metaData as of the commit; read
+        from the log when omitted) gives `delta.checkpointInterval`.
+        """
+        if max_tries < 1:
+            raise ValueError("max_tries must be at least 1")
+        backoff = backoff or Backoff()
+        winners: list[ActionBatch] = []
+        version = read_version + 1
+        current = self._build(actions, version, winners)
+        txn_id = _txn_id(current)
+        for attempt in range(1, max_tries + 1):
+            try:
+                result = self.commit(version, current, txn_id)
+            except CommitRace as race:
+                new = [race.winner] if race.winner is not None else []
+                new += self._commits_from(version + 1)
+                for winner in new:
+                    if is_our_commit(winner, txn_id):
+                        result = CommitResult(
+                            winner.version, txn_id, recovered=True, actions=_dicts(current)
+                        )
+                        return self._finish(result, attempt, winners, metadata, checkpoint)
+                conflict = check_winners(read_set, new)
+                if conflict.conflict:
+                    raise TransactionConflictError(conflict) from None
+                winners.extend(new)
+                version = (new[-1].version if new else version) + 1
+                if attempt == max_tries:
+                    break
+                current = self._retry_actions(actions, current, version, winners)
+                self._sleep(backoff.delay(attempt, self._rng))
+                continue
+            return self._finish(result, attempt, winners, metadata, checkpoint)
+        raise CommitConflictError(
+            f"could not commit after {max_tries} attempts: other writers committed "
+            f"versions {read_version + 1} to {version - 1} first",
+            hint="The table is busy; run the command again.",
+        )
+
+    def _build(
+        self, actions: Actions | ActionsBuilder, version: int, winners: Sequence[ActionBatch]
+    ) -> list[dict[str, Any]]:
+        built = actions(version, tuple(winners)) if callable(actions) else actions
+        return _dicts(built)
+
+    def _retry_actions(
+        self,
+        actions: Actions | ActionsBuilder,
+        current: list[dict[str, Any]],
+        version: int,
+        winners: Sequence[ActionBatch],
+    ) -> list[dict[str, Any]]:
+        rebuilt = self._build(actions, version, winners) if callable(actions) else current
+        info = commit_info_of(rebuilt)
+        if info is None or "inCommitTimestamp" not in info:
+            return rebuilt
+        previous = winners[-1].commit_info if winners else None
+        prev_ict = previous.get("inCommitTimestamp") if previous else None
+        prev = prev_ict if isinstance(prev_ict, int) else None
+        return with_in_commit_timestamp(rebuilt, next_in_commit_timestamp(self._clock_ms(), prev))
+
+    def _commits_from(self, start: int) -> list[ActionBatch]:
+        """The commits at `start`, `start + 1`, ... up to the first missing one."""
+        out: list[ActionBatch] = []
+        version = start
+        while True:
+            try:
+                out.append(self.read_commit(version))
+            except FileMissingError:
+                return out
+            version += 1
+
+    def _finish(
+        self,
+        result: CommitResult,
+        attempts: int,
+        winners: Sequence[ActionBatch],
+        metadata: Metadata | None,
+        checkpoint: bool,
+    ) -> CommitResult:
+        result.attempts = attempts
+        result.winners = tuple(w.version for w in winners)
+        if checkpoint:
+            self._maybe_checkpoint(result, metadata)
+        return result
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def _maybe_checkpoint(self, result: CommitResult, metadata: Metadata | None) -> None:
+        version = result.version
+        try:
+            snapshot = None
+            configuration = _committed_configuration(result.actions, metadata)
+            if configuration is None:
+                snapshot = self.log.snapshot(version)
+                configuration = snapshot.metadata.configuration
+            interval = checkpoint_interval(configuration)
+            if version == 0 or version % interval:
+                return
+            result.checkpoint = self.write_checkpoint(version, snapshot)
+        except Exception as e:  # the commit stands whatever happens here
+            result.checkpoint_warning = (
+                f"committed version {version}, but its checkpoint could not be written: "
+                f"{_one_line(e)}"
+            )
+
+    def write_checkpoint(self, version: int, snapshot: Snapshot | None = None) -> CheckpointInfo:
+        """Write the classic checkpoint of `version` and point `_last_checkpoint` at it.
+
+        V2 spec (with checkpointMetadata, no sidecars) on v2Checkpoint tables. The parquet
+        file is written whole (a reader never sees half of it); `_last_checkpoint` is
+        replaced atomically and never moved back to an older version. `snapshot`, if given,
+        must be the table at `version`.
+        """
+        if snapshot is None:
+            snapshot = self.log.snapshot(version)
+        if snapshot.version != version:
+            raise ValueError(f"snapshot of version {snapshot.version} given for {version}")
+        v2 = "v2Checkpoint" in writer_features(snapshot.protocol)
+        table = checkpoint_table(snapshot.state, v2=v2, now_ms=self._clock_ms())
+        data = _parquet_bytes(table, snapshot.metadata.configuration)
+        name = f"{version:020d}.checkpoint.parquet"
+        self.storage.write(self.storage.join(f"_delta_log/{name}"), data)
+        num_adds = snapshot.state.adds.num_rows
+        info = CheckpointInfo(version, name, table.num_rows, len(data), num_adds, v2)
+        current = self.log.last_checkpoint_hint()
+        if current is None or current <= version:
+            self.storage.write_atomic_replace(
+                self.storage.join("_delta_log/_last_checkpoint"),
+                last_checkpoint_json(version, table.num_rows, len(data), num_adds),
+            )
+        return info
+
+
+def checkpoint_interval(configuration: Mapping[str, str]) -> int:
+    """`delta.checkpointInterval` (default 10; invalid values fall back to the default)."""
+    try:
+        interval = int(str(configuration.get("delta.checkpointInterval", "")).strip())
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    return interval if interval > 0 else DEFAULT_CHECKPOINT_INTERVAL
+
+
+def _committed_configuration(
+    actions: Sequence[Mapping[str, Any]], metadata: Metadata | None
+) -> Mapping[str, str] | None:
+    for action in actions:
+        body = action.get("metaData")
+        if isinstance(body, Mapping):
+            return dict(body.get("configuration") or {})
+    return metadata.configuration if metadata is not None else None
+
+
+def _parquet_bytes(table: pa.Table, configuration: Mapping[str, str]) -> bytes:
+    """The checkpoint as parquet, with the table's codec and data page version properties."""
+    codec_name = str(configuration.get("delta.parquet.compression.codec", "zstd")).lower()
+    codec = _CODECS.get(codec_name, "zstd")
+    page_version = str(configuration.get("delta.parquet.format.version", "1.0.0"))
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        compression=codec,
+        data_page_version="2.0" if page_version.startswith("2.") else "1.0",
+    )
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _txn_id(actions: Sequence[Mapping[str, Any]]) -> str:
+    info = commit_info_of(actions)
+    txn_id = info.get("txnId") if info else None
+    if not isinstance(txn_id, str) or not txn_id:
+        raise ValueError("a commit needs a commitInfo action with a txnId")
+    return txn_id
+
+
+def _dicts(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(a) for a in actions]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
