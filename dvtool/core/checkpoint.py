@@ -59,8 +59,16 @@ def checkpoint_columns(schema: pa.Schema) -> list[str]:
         wanted = [f.name for f in canonical if f.name in present]
         if "stats" not in present and "stats_parsed" in present:
             wanted.append("stats_parsed")
+        wanted += sorted(present - _MODELLED)
         columns.extend(f"{action}.{name}" for name in wanted)
     return columns
+
+
+# Checkpoint-only renderings of modelled fields; anything else unknown is carried along.
+_MODELLED = frozenset(f.name for f in (*ADD_SCHEMA, *REMOVE_SCHEMA)) | {
+    "stats_parsed",
+    "partitionValues_parsed",
+}
 
 
 def batch_from_checkpoint(table: pa.Table, version: int, name: str) -> ActionBatch:
@@ -128,10 +136,22 @@ def canonical_file_table(rows: pa.ChunkedArray | pa.Array, schema: pa.Schema) ->
         elif f.name == "stats" and "stats_parsed" in present:
             columns.append(stats_json_from_parsed(pc.struct_field(rows, "stats_parsed")))
         elif f.name == EXTRA_FIELD[0]:
-            columns.append(pa.nulls(n, pa.string()))
+            columns.append(_extra_fields(rows, sorted(present - _MODELLED)))
         else:
             columns.append(pa.nulls(n, f.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _extra_fields(rows: pa.Array, names: list[str]) -> pa.Array:
+    """Fields a writer added that dvtool does not model, as JSON text, to carry them along."""
+    if not names:
+        return pa.nulls(len(rows), pa.string())
+    children = [pc.struct_field(rows, name).to_pylist() for name in names]
+    texts = []
+    for values in zip(*children, strict=True):
+        extra = {k: _stats_value(v) for k, v in zip(names, values, strict=True) if v is not None}
+        texts.append(json.dumps(extra, separators=(",", ":"), default=str) if extra else None)
+    return pa.array(texts, pa.string())
 
 
 def _cast_field(values: pa.Array, f: pa.Field) -> pa.Array:

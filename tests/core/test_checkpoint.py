@@ -113,7 +113,7 @@ def test_columns_only_existing_fields() -> None:
     ]
 
 
-def test_columns_skip_unknown_and_parsed_fields_when_stats_present() -> None:
+def test_columns_skip_parsed_fields_but_keep_unknown_ones_when_stats_present() -> None:
     add = add_struct(
         ("stats", pa.string()),
         ("stats_parsed", STATS_PARSED),
@@ -122,7 +122,8 @@ def test_columns_skip_unknown_and_parsed_fields_when_stats_present() -> None:
     )
     columns = checkpoint_columns(pa.schema([("add", add)]))
     assert "add.stats" in columns
-    assert not any("parsed" in c or "someFutureField" in c for c in columns)
+    assert not any("parsed" in c for c in columns)
+    assert "add.someFutureField" in columns  # carried along in extraFields
 
 
 def test_columns_read_stats_parsed_only_without_stats() -> None:
@@ -354,3 +355,26 @@ def test_stats_json_drops_null_fields() -> None:
         pa.array([{"numRecords": None, "minValues": None}, {"numRecords": 2}], parsed_type)
     ).to_pylist()
     assert texts == ["{}", '{"numRecords":2}']
+
+
+def test_unknown_add_fields_in_checkpoints_are_carried_in_extra_fields() -> None:
+    """A field a newer writer put into checkpoint adds survives like it does from JSON."""
+    add_type = pa.struct(
+        [
+            ("path", pa.string()),
+            ("size", pa.int64()),
+            ("futureField", pa.struct([("x", pa.int64())])),
+            ("stats_parsed", pa.struct([("numRecords", pa.int64())])),
+        ]
+    )
+    rows = pa.array(
+        [
+            {"path": "a", "size": 1, "futureField": {"x": 7}, "stats_parsed": {"numRecords": 3}},
+            {"path": "b", "size": 2, "futureField": None, "stats_parsed": None},
+        ],
+        add_type,
+    )
+    schema = pa.schema([("add", add_type)])
+    assert "add.futureField" in checkpoint_columns(schema)
+    table = canonical_file_table(rows, ADD_SCHEMA)
+    assert table.column("extraFields").to_pylist() == ['{"futureField":{"x":7}}', None]
