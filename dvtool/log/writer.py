@@ -32,8 +32,10 @@ import pyarrow.parquet as pq
 from dvtool.core.actions import Metadata
 from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
 from dvtool.core.commit import (
+    commit_info,
     commit_info_of,
     encode_commit,
+    in_commit_timestamps_enabled,
     next_in_commit_timestamp,
     with_in_commit_timestamp,
 )
@@ -415,3 +417,34 @@ def _dicts(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def snapshot_commit_info(
+    snapshot: Snapshot,
+    operation: str,
+    parameters: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    *,
+    txn_id: str,
+    now_ms: int,
+    is_blind_append: bool = False,
+) -> dict[str, Any]:
+    """The commitInfo action of a commit planned on `snapshot`.
+
+    Carries an in-commit timestamp (max(now, previous ICT + 1)) when the table enables them,
+    so every writing command gets it right in one place; retries refresh it in try_commit.
+    """
+    ict = None
+    if in_commit_timestamps_enabled(snapshot.protocol, snapshot.metadata):
+        previous = (snapshot.commit.commit_info or {}).get("inCommitTimestamp")
+        ict = next_in_commit_timestamp(now_ms, previous if isinstance(previous, int) else None)
+    return commit_info(
+        operation=operation,
+        parameters=parameters,
+        metrics=metrics,
+        read_version=snapshot.version,
+        txn_id=txn_id,
+        timestamp_ms=now_ms,
+        is_blind_append=is_blind_append,
+        in_commit_timestamp=ict,
+    )

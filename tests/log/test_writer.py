@@ -948,3 +948,44 @@ def test_write_stats_as_struct_refused_by_builder() -> None:
     state = replace(state, metadata=replace(state.metadata, configuration=config))
     with pytest.raises(UnsupportedFeatureError, match="writeStatsAsStruct"):
         checkpoint_table(state, v2=False)
+
+
+def test_snapshot_commit_info_sets_in_commit_timestamp_after_previous(tmp_path: Path) -> None:
+    """On a table with in-commit timestamps, a new commit's ICT is first in commitInfo and
+    later than the previous commit's, even when the local clock is behind."""
+    from dvtool.log.writer import snapshot_commit_info
+
+    deltalake.write_deltalake(str(tmp_path), pa.table({"id": [1, 2]}))
+    log = open_log(str(tmp_path))
+    previous_ict = 4_000_000_000_000  # far in the future: the clock must not win
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": [],
+        "writerFeatures": ["inCommitTimestamp"],
+    }
+    metadata = log.snapshot().metadata.to_json()
+    metadata["configuration"] = {"delta.enableInCommitTimestamps": "true"}
+    lines = [
+        {
+            "commitInfo": {
+                "inCommitTimestamp": previous_ict,
+                "timestamp": previous_ict,
+                "operation": "SET TBLPROPERTIES",
+            }
+        },
+        {"protocol": protocol},
+        {"metaData": metadata},
+    ]
+    (tmp_path / "_delta_log" / f"{1:020d}.json").write_text(
+        "\n".join(json.dumps(line) for line in lines) + "\n"
+    )
+    snapshot = log.snapshot()
+    info = snapshot_commit_info(snapshot, "DELETE", {}, {}, txn_id="t", now_ms=1000)
+    body = info["commitInfo"]
+    assert next(iter(body)) == "inCommitTimestamp"
+    assert body["inCommitTimestamp"] == previous_ict + 1
+    plain = snapshot_commit_info(
+        open_log(str(tmp_path)).snapshot(0), "DELETE", {}, {}, txn_id="t", now_ms=1000
+    )
+    assert "inCommitTimestamp" not in plain["commitInfo"]
