@@ -40,13 +40,7 @@ class TimestampParam(click.ParamType):  # type: ignore[type-arg]
 
 
 def _storage_options(values: Sequence[str]) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"invalid --storage-option {item!r}: expected KEY=VALUE")
-        options[key.strip()] = value
-    return options
+    return _key_values(values, "--storage-option")
 
 
 def table_options(fn: F) -> F:
@@ -59,6 +53,70 @@ def table_options(fn: F) -> F:
         help="Option for the storage backend (credentials, endpoint_url, ...). Repeatable.",
     )(fn)
     return click.argument("table")(fn)
+
+
+def engine_options(fn: F) -> F:
+    """--engine and the Spark options shared by commands that scan or rewrite data files."""
+    options = [
+        click.option(
+            "--engine",
+            type=click.Choice(["auto", "arrow", "spark"]),
+            default="auto",
+            show_default=True,
+            help="arrow: in-process pyarrow; spark: PySpark; auto: spark when a master or "
+            "remote is configured or the data exceeds --spark-threshold.",
+        ),
+        click.option(
+            "--spark-master", metavar="URL", help="Spark master (env DVTOOL_SPARK_MASTER)."
+        ),
+        click.option(
+            "--spark-remote",
+            metavar="sc://HOST:PORT",
+            help="Spark Connect (env DVTOOL_SPARK_REMOTE).",
+        ),
+        click.option(
+            "--spark-conf",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Spark configuration. Repeatable.",
+        ),
+        click.option(
+            "--spark-threshold",
+            type=click.IntRange(min=0),
+            default=1024**3,
+            show_default=True,
+            metavar="BYTES",
+            help="With --engine auto, use Spark above this many bytes of data files.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _engine_factory(
+    engine: str,
+    spark_master: str | None,
+    spark_remote: str | None,
+    spark_conf: Sequence[str],
+    spark_threshold: int,
+) -> Callable[[int], Any]:
+    from dvtool.engines import SparkSettings, choose_engine
+
+    settings = SparkSettings.from_options(
+        spark_master, spark_remote, _key_values(spark_conf, "--spark-conf")
+    )
+    return lambda size: choose_engine(engine, settings, size, spark_threshold)
+
+
+def _key_values(values: Sequence[str], option: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"invalid {option} {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    return options
 
 
 def json_option(fn: F) -> F:
@@ -164,6 +222,121 @@ def inspect(
         result = run_inspect(log, request, progress)
     renderer.inspect(result)
     click.get_current_context().exit(result.exit_code)
+
+
+@cli.command()
+@table_options
+@json_option
+def enable(table: str, storage_options: Sequence[str], as_json: bool) -> None:
+    """Turn deletion vectors on (protocol 3/7 and delta.enableDeletionVectors=true)."""
+    from dvtool.commands.enable import run_enable
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    result = run_enable(open_log(table, _storage_options(storage_options)))
+    Renderer(as_json).enable(result)
+
+
+@cli.command()
+@table_options
+@click.option("--where", "where", required=True, metavar="SQL", help="Spark SQL boolean predicate.")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "dv", "cow"]),
+    default="auto",
+    show_default=True,
+    help="dv: write deletion vectors; cow: rewrite files; auto: dv when the table enables DVs.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@engine_options
+@json_option
+def delete(
+    table: str,
+    storage_options: Sequence[str],
+    where: str,
+    mode: str,
+    dry_run: bool,
+    engine: str,
+    spark_master: str | None,
+    spark_remote: str | None,
+    spark_conf: Sequence[str],
+    spark_threshold: int,
+    as_json: bool,
+) -> None:
+    """Delete the rows matching --where (merge-on-read with deletion vectors)."""
+    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    renderer = Renderer(as_json)
+    log = open_log(table, _storage_options(storage_options))
+    with renderer.progress("scanning") as progress:
+        result = run_delete(
+            log,
+            DeleteRequest(where, mode, dry_run),
+            progress=progress,
+            engine_for=_engine_factory(
+                engine, spark_master, spark_remote, spark_conf, spark_threshold
+            ),
+        )
+    renderer.delete(result)
+
+
+@cli.command()
+@table_options
+@click.option("--purge", is_flag=True, help="Rewrite files with DVs without their deleted rows.")
+@click.option(
+    "--min-deleted-ratio",
+    type=float,
+    metavar="R",
+    help="With --purge: only files whose deleted ratio is at least R (0..1).",
+)
+@click.option(
+    "--target-size",
+    type=int,
+    metavar="BYTES",
+    help="Compaction target file size (default: delta.targetFileSize or 256 MiB).",
+)
+@click.option(
+    "--where", "where", metavar="SQL", help="Restrict to partitions (partition columns only)."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option(
+    "--batch-size",
+    type=int,
+    metavar="N",
+    help="Commit every N output files (one transaction each).",
+)
+@engine_options
+@json_option
+def optimize(
+    table: str,
+    storage_options: Sequence[str],
+    purge: bool,
+    min_deleted_ratio: float | None,
+    target_size: int | None,
+    where: str | None,
+    dry_run: bool,
+    batch_size: int | None,
+    engine: str,
+    spark_master: str | None,
+    spark_remote: str | None,
+    spark_conf: Sequence[str],
+    spark_threshold: int,
+    as_json: bool,
+) -> None:
+    """Purge DVs by rewriting files (--purge), or compact small files."""
+    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    renderer = Renderer(as_json)
+    log = open_log(table, _storage_options(storage_options))
+    request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run, batch_size)
+    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
+    with renderer.progress("rewriting") as progress:
+        result = run_optimize(log, request, factory, progress)
+    renderer.optimize(result)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dvtool.commands.delete import DeleteResult
+from dvtool.commands.enable import EnableResult
 from dvtool.commands.inspect import (
     CheckOutcome,
     FileEntry,
@@ -26,6 +28,7 @@ from dvtool.commands.inspect import (
     TableSummary,
     VerifyReport,
 )
+from dvtool.commands.optimize import OptimizeResult
 
 _HISTOGRAM_WIDTH = 40
 
@@ -207,6 +210,94 @@ class Renderer:
         for o in outcomes:
             mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
             self.console.print(f"check {o.name}: {mark} (actual {o.actual:g}, limit {o.limit:g})")
+
+    # -- enable and delete -------------------------------------------------------------------
+
+    def enable(self, result: EnableResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+        elif result.changed:
+            self.console.print(f"deletion vectors enabled: committed version {result.version}")
+        else:
+            self.console.print(
+                f"deletion vectors were already enabled (version {result.read_version})"
+            )
+
+    def delete(self, result: DeleteResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        c = self.console
+        m = result.metrics
+        if result.dry_run:
+            c.print(f"[bold]dry run[/] against version {result.read_version}: nothing written")
+        elif result.version is None:
+            c.print(f"no rows matched at version {result.read_version}: nothing committed")
+        else:
+            c.print(f"committed version [bold]{result.version}[/] ({result.mode} mode)")
+        c.print(
+            f"files: {result.files_skipped:,} skipped, {result.files_scanned:,} scanned, "
+            f"{len(result.changes):,} changed; rows deleted: {m['numDeletedRows']:,}"
+        )
+        if result.dry_run and result.changes:
+            t = Table(title="Plan", title_justify="left")
+            for name in ("path", "action", "rows deleted", "records", "read"):
+                t.add_column(name, overflow="fold")
+            for ch in result.changes:
+                records = "?" if ch.num_records is None else f"{ch.num_records:,}"
+                read = "scanned" if ch.read else "from stats"
+                t.add_row(_escape(ch.path), ch.action, f"{ch.deleted_rows:,}", records, read)
+            c.print(t)
+        elif not result.dry_run and result.version is not None:
+            shown = ", ".join(f"{k}={v}" for k, v in m.items() if v)
+            c.print(f"metrics: {shown}", soft_wrap=True)
+        if result.checkpoint_warning:
+            self.err.print(f"[yellow]warning:[/] {_escape(result.checkpoint_warning)}")
+
+    # -- optimize ------------------------------------------------------------------------------
+
+    def optimize(self, result: OptimizeResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        c = self.console
+        m = result.metrics
+        what = "purge" if result.operation == "REORG" else "compaction"
+        rows = sum(b.rows_dropped for b in result.bins)
+        size = _bytes(sum(b.input_bytes for b in result.bins))
+        plan = (
+            f"{what}: {sum(len(b.inputs) for b in result.bins):,} files ({size}) into "
+            f"{len(result.bins):,} new files, dropping {rows:,} deleted rows"
+        )
+        if result.dry_run:
+            c.print(
+                f"[bold]dry run[/] against version {result.read_version} ({result.engine}): " + plan
+            )
+            t = Table(title="Plan", title_justify="left")
+            for name in ("directory", "inputs", "bytes", "rows", "rows dropped"):
+                t.add_column(name, overflow="fold")
+            for b in result.bins:
+                t.add_row(
+                    _escape(b.directory or "/"),
+                    f"{len(b.inputs):,}",
+                    _bytes(b.input_bytes),
+                    f"{b.input_rows:,}",
+                    f"{b.rows_dropped:,}",
+                )
+            c.print(t)
+        elif not result.versions:
+            c.print(f"nothing to {what} at version {result.read_version}: nothing committed")
+        else:
+            versions = ", ".join(str(v) for v in result.versions)
+            c.print(f"committed version(s) [bold]{versions}[/] on {result.engine}: {plan}")
+            c.print(
+                f"removed {m['numRemovedFiles']:,} files ({_bytes(m['numRemovedBytes'])}), "
+                f"added {m['numAddedFiles']:,} ({_bytes(m['numAddedBytes'])}), "
+                f"{m['numDeletionVectorsRemoved']:,} DVs removed",
+                soft_wrap=True,
+            )
+        for warning in result.checkpoint_warnings:
+            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
 
 
 def _escape(text: str) -> str:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: installs dvtool into a virtual environment, writes a
-# small sample Delta table to ./sample-table on local disk, and inspects it with dvtool.
+# small sample Delta table to ./sample-table on local disk, enables deletion vectors on it,
+# deletes rows by writing DVs, and inspects and verifies the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${DVTOOL_VENV:-.venv}"
@@ -11,9 +12,18 @@ fi
 "$venv/bin/python" -m pip install --quiet -e ".[test]"
 table="${1:-sample-table}"
 "$venv/bin/python" scripts/make_sample_table.py "$table"
+dvtool="$venv/bin/dvtool"
 echo "== dvtool inspect $table"
-"$venv/bin/dvtool" inspect "$table"
+"$dvtool" inspect "$table"
+echo "== dvtool enable $table"
+"$dvtool" enable "$table"
+echo "== dvtool delete $table --where \"id % 10 = 3\" --dry-run"
+"$dvtool" delete "$table" --where "id % 10 = 3" --dry-run
+echo "== dvtool delete $table --where \"id % 10 = 3\""
+"$dvtool" delete "$table" --where "id % 10 = 3"
+echo "== dvtool delete $table --where \"region = 'apac' AND amount > 1000\""
+"$dvtool" delete "$table" --where "region = 'apac' AND amount > 1000"
 echo "== dvtool inspect $table --files --verify"
-"$venv/bin/dvtool" inspect "$table" --files --verify
-echo "== dvtool inspect $table --history --json | head"
-"$venv/bin/dvtool" inspect "$table" --history --json | head -n 20
+"$dvtool" inspect "$table" --files --verify
+echo "== dvtool inspect $table --history"
+"$dvtool" inspect "$table" --history

@@ -81,7 +81,7 @@ def batch_from_checkpoint(table: pa.Table, version: int, name: str) -> ActionBat
         batch.remove_table = canonical_file_table(_valid_rows(table, "remove"), REMOVE_SCHEMA)
     for column in NON_FILE_COLUMNS:
         if column in names:
-            for row in _valid_rows(table, column).to_pylist():
+            for row in _valid_rows(table, column).to_pylist(maps_as_pydicts="lossy"):
                 _non_file_action(batch, column, row, name)
     return batch
 
@@ -108,16 +108,16 @@ def _non_file_action(batch: ActionBatch, column: str, row: dict[str, Any], name:
 
 
 def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
-    """Checkpoint structs spell absent fields as nulls and maps as key/value pair lists."""
+    """Checkpoint structs spell absent fields as nulls; the log's JSON leaves them out.
+
+    Maps arrive as dicts (`maps_as_pydicts`), so an empty map such as `format.options` is
+    written back as `{}`, never as a list other engines cannot parse.
+    """
     out: dict[str, Any] = {}
     for key, value in row.items():
         if value is None:
             continue
-        if isinstance(value, dict):
-            value = _drop_nulls(value)
-        elif isinstance(value, list) and value and isinstance(value[0], tuple):
-            value = dict(value)
-        out[key] = value
+        out[key] = _drop_nulls(value) if isinstance(value, dict) and value else value
     return out
 
 
@@ -146,7 +146,7 @@ def _extra_fields(rows: pa.Array, names: list[str]) -> pa.Array:
     """Fields a writer added that dvtool does not model, as JSON text, to carry them along."""
     if not names:
         return pa.nulls(len(rows), pa.string())
-    children = [pc.struct_field(rows, name).to_pylist() for name in names]
+    children = [pc.struct_field(rows, name).to_pylist(maps_as_pydicts="lossy") for name in names]
     texts = []
     for values in zip(*children, strict=True):
         extra = {k: _stats_value(v) for k, v in zip(names, values, strict=True) if v is not None}

@@ -215,3 +215,23 @@ def _explain(feature: str) -> str:
 
 def _is_true(value: object) -> bool:
     return isinstance(value, str) and value.strip().lower() == "true"
+
+
+def with_feature(protocol: Protocol, feature: str, *, reader: bool) -> Protocol:
+    """The protocol upgraded to explicit feature lists (3/7) that also support `feature`.
+
+    Legacy versions are translated into the features they imply, so nothing the table
+    supported before is lost; a reader-writer feature goes into both lists.
+    """
+    readers = set(reader_features(protocol))
+    writers = set(writer_features(protocol)) | readers
+    writers.add(feature)
+    if reader:
+        readers.add(feature)
+    return Protocol(
+        min_reader_version=3,
+        min_writer_version=7,
+        reader_features=tuple(sorted(readers)),
+        writer_features=tuple(sorted(writers)),
+        raw={},
+    )

@@ -1,0 +1,410 @@
+"""`dvtool optimize`: rewrite files to apply their DVs (`--purge`) or to compact small files.
+
+- `--purge` is Delta's `REORG TABLE ... APPLY (PURGE)`: every live file with a DV (or, with
+  `--min-deleted-ratio R`, every file whose deleted ratio is at least R) is rewritten without
+  its deleted rows, one new file per input.
+- Without `--purge` it is Delta's `OPTIMIZE` bin-packing: per partition, files smaller than
+  the target size, and files whose deleted ratio exceeds 5%, are packed into bins of about the
+  target size and each bin is rewritten as one file.
+
+Rewrites run on an engine (in-process pyarrow or Spark); only this module commits. Adds and
+removes carry `dataChange=false`: the rows of the table do not change. Large jobs commit in
+batches of bins, each batch its own transaction. If a concurrent commit removed or changed
+an input (a delete wrote a new DV on it), that batch is not committed and the files it wrote
+are deleted, so rows deleted concurrently stay deleted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyroaring import BitMap64
+
+from dvtool.core.actions import file_action_key
+from dvtool.core.commit import remove_for_add
+from dvtool.core.conflicts import ReadSet
+from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.core.features import require_writable
+from dvtool.data_files import WrittenFile, footer_row_count
+from dvtool.dvstore import DVStore
+from dvtool.engines.base import Engine, RewriteBin, RewriteInput, TableLayout
+from dvtool.errors import CommitConflictError, UsageError
+from dvtool.log.reader import DeltaLog
+from dvtool.log.snapshot import Snapshot
+from dvtool.log.writer import LogWriter, snapshot_commit_info
+from dvtool.predicate import Match, Predicate
+
+DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
+COMPACTION_DELETED_RATIO = 0.05
+Progress = Callable[[int], Callable[[int], None]]
+EngineFactory = Callable[[int], Engine]
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """What `dvtool optimize` was asked to do."""
+
+    purge: bool = False
+    min_deleted_ratio: float | None = None
+    target_size: int | None = None
+    where: str | None = None
+    dry_run: bool = False
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class PlannedBin:
+    """One output file of the plan: its inputs and what the rewrite drops."""
+
+    directory: str
+    inputs: list[str]
+    input_bytes: int
+    input_rows: int
+    rows_dropped: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """The outcome: committed versions (one per batch; empty for a dry run or no work)."""
+
+    operation: str
+    read_version: int
+    dry_run: bool
+    engine: str
+    versions: list[int]
+    bins: list[PlannedBin]
+    metrics: dict[str, int]
+    checkpoint_warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["bins"] = [b.to_json() for b in self.bins]
+        return out
+
+
+@dataclass
+class _Candidate:
+    index: int
+    row: dict[str, Any]
+    records: int
+    drop: BitMap64 | None
+
+    @property
+    def deleted(self) -> int:
+        return 0 if self.drop is None else len(self.drop)
+
+
+def run_optimize(
+    log: DeltaLog,
+    request: OptimizeRequest,
+    engine_for: EngineFactory,
+    progress: Progress | None = None,
+) -> OptimizeResult:
+    """Plan and run the rewrite; `engine_for(bytes_to_rewrite)` picks the engine."""
+    _check_request(request)
+    snapshot = log.snapshot()
+    operation = "REORG" if request.purge else "OPTIMIZE"
+    require_writable(snapshot.protocol, snapshot.metadata, operation)
+    store = DVStore(log.storage)
+    candidates = _candidates(log, snapshot, request, store)
+    bins = _bins(log, snapshot, request, candidates)
+    planned = [_planned(b, members) for b, members in bins]
+    input_bytes = sum(p.input_bytes for p in planned)
+    engine = engine_for(input_bytes)
+    if request.dry_run or not bins:
+        metrics = _metrics(planned, [], [])
+        return OptimizeResult(
+            operation, snapshot.version, request.dry_run, engine.name, [], planned, metrics
+        )
+    return _execute(log, snapshot, request, operation, engine, bins, planned, progress)
+
+
+def _check_request(request: OptimizeRequest) -> None:
+    ratio = request.min_deleted_ratio
+    if ratio is not None and not 0 <= ratio <= 1:
+        raise UsageError(f"--min-deleted-ratio must be between 0 and 1, not {ratio}")
+    if ratio is not None and not request.purge:
+        raise UsageError("--min-deleted-ratio applies to --purge only")
+    if request.target_size is not None and request.target_size <= 0:
+        raise UsageError(f"--target-size must be positive, not {request.target_size}")
+    if request.batch_size is not None and request.batch_size <= 0:
+        raise UsageError(f"--batch-size must be positive, not {request.batch_size}")
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def _candidates(
+    log: DeltaLog, snapshot: Snapshot, request: OptimizeRequest, store: DVStore
+) -> list[_Candidate]:
+    where = _partition_filter(snapshot, request.where)
+    target = _target_size(snapshot, request)
+    columns = ["path", "partitionValues", "size", "numRecords", "deletionVector"]
+    rows = snapshot.files.select(columns).to_pylist()
+    out = []
+    for index, row in enumerate(rows):
+        partitions = dict(row["partitionValues"] or [])
+        if where is not None and where.file_match(partitions, None) is Match.NONE:
+            continue
+        dv = row["deletionVector"]
+        if not _wanted(request, row, dv, target):
+            continue
+        records = row["numRecords"]
+        if records is None:
+            records = footer_row_count(log.storage, log.storage.resolve(row["path"]))
+        drop = None
+        if dv is not None:
+            descriptor = DeletionVectorDescriptor.from_json(dv)
+            drop = store.load(descriptor, data_file=row["path"], num_records=records)
+        candidate = _Candidate(index, row, records, drop)
+        if request.purge and not _purge_ratio_ok(request, candidate):
+            continue
+        if not request.purge and not _compaction_candidate(candidate, target):
+            continue
+        out.append(candidate)
+    return out
+
+
+def _wanted(request: OptimizeRequest, row: dict[str, Any], dv: Any, target: int) -> bool:
+    """Cheap pre-filter before any DV is read."""
+    if request.purge:
+        return dv is not None
+    return bool(row["size"] < target or dv is not None)
+
+
+def _purge_ratio_ok(request: OptimizeRequest, c: _Candidate) -> bool:
+    if request.min_deleted_ratio is None:
+        return True
+    ratio = c.deleted / c.records if c.records else 1.0
+    return ratio >= request.min_deleted_ratio
+
+
+def _compaction_candidate(c: _Candidate, target: int) -> bool:
+    ratio = c.deleted / c.records if c.records else 0.0
+    return bool(c.row["size"] < target or ratio > COMPACTION_DELETED_RATIO)
+
+
+def _partition_filter(snapshot: Snapshot, where: str | None) -> Predicate | None:
+    if where is None:
+        return None
+    predicate = Predicate.parse(
+        where, snapshot.schema, snapshot.metadata.partition_columns, snapshot.column_mapping_mode
+    )
+    if not predicate.references_only_partitions:
+        columns = ", ".join(snapshot.metadata.partition_columns) or "none (unpartitioned)"
+        raise UsageError(
+            "--where must only use partition columns for optimize",
+            hint=f"Partition columns: {columns}.",
+        )
+    return predicate
+
+
+def _target_size(snapshot: Snapshot, request: OptimizeRequest) -> int:
+    if request.target_size is not None:
+        return request.target_size
+    configured = snapshot.metadata.configuration.get("delta.targetFileSize")
+    try:
+        return int(configured) if configured else DEFAULT_TARGET_SIZE
+    except ValueError:
+        return DEFAULT_TARGET_SIZE
+
+
+def _bins(
+    log: DeltaLog, snapshot: Snapshot, request: OptimizeRequest, candidates: list[_Candidate]
+) -> list[tuple[RewriteBin, list[_Candidate]]]:
+    if request.purge:
+        return [_bin(log, [c]) for c in candidates]
+    target = _target_size(snapshot, request)
+    by_directory: dict[str, list[_Candidate]] = {}
+    for c in candidates:
+        by_directory.setdefault(_directory(log, c.row["path"]), []).append(c)
+    out = []
+    for members in by_directory.values():
+        for group in _pack(sorted(members, key=lambda c: c.row["size"]), target):
+            if len(group) > 1 or group[0].drop is not None:
+                out.append(_bin(log, group))
+    return out
+
+
+def _pack(members: list[_Candidate], target: int) -> list[list[_Candidate]]:
+    groups: list[list[_Candidate]] = []
+    current: list[_Candidate] = []
+    size = 0
+    for c in members:
+        if current and size + c.row["size"] > target:
+            groups.append(current)
+            current, size = [], 0
+        current.append(c)
+        size += c.row["size"]
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _bin(log: DeltaLog, members: list[_Candidate]) -> tuple[RewriteBin, list[_Candidate]]:
+    inputs = tuple(
+        RewriteInput(c.row["path"], log.storage.resolve(c.row["path"]), c.drop) for c in members
+    )
+    first = members[0].row
+    directory = _directory(log, first["path"])
+    return RewriteBin(inputs, directory, dict(first["partitionValues"] or [])), members
+
+
+def _directory(log: DeltaLog, path: str) -> str:
+    relative = log.storage.relative_to_root(log.storage.resolve(path)) or ""
+    return relative.rsplit("/", 1)[0] if "/" in relative else ""
+
+
+def _planned(b: RewriteBin, members: list[_Candidate]) -> PlannedBin:
+    return PlannedBin(
+        directory=b.directory,
+        inputs=[c.row["path"] for c in members],
+        input_bytes=sum(c.row["size"] for c in members),
+        input_rows=sum(c.records for c in members),
+        rows_dropped=sum(c.deleted for c in members),
+    )
+
+
+# -- execution -------------------------------------------------------------------------------
+
+
+def _execute(
+    log: DeltaLog,
+    snapshot: Snapshot,
+    request: OptimizeRequest,
+    operation: str,
+    engine: Engine,
+    bins: list[tuple[RewriteBin, list[_Candidate]]],
+    planned: list[PlannedBin],
+    progress: Progress | None,
+) -> OptimizeResult:
+    layout = TableLayout(
+        log.storage,
+        snapshot.schema,
+        snapshot.metadata.partition_columns,
+        snapshot.column_mapping_mode,
+    )
+    size = request.batch_size or len(bins)
+    versions: list[int] = []
+    warnings: list[str] = []
+    written_all: list[WrittenFile | None] = []
+    advance = progress(len(bins)) if progress else None
+    for start in range(0, len(bins), size):
+        batch = bins[start : start + size]
+        config = snapshot.metadata.configuration
+        written = engine.rewrite(layout, config, [b for b, _ in batch], advance)
+        try:
+            version, warning = _commit_batch(
+                log, snapshot, request, operation, batch, written, planned[start : start + size]
+            )
+        except BaseException:
+            log.storage.delete_many([w.location for w in written if w is not None])
+            raise
+        versions.append(version)
+        written_all += written
+        if warning:
+            warnings.append(warning)
+    metrics = _metrics(planned, written_all, [c for _, members in bins for c in members])
+    return OptimizeResult(
+        operation, snapshot.version, False, engine.name, versions, planned, metrics, warnings
+    )
+
+
+def _commit_batch(
+    log: DeltaLog,
+    snapshot: Snapshot,
+    request: OptimizeRequest,
+    operation: str,
+    batch: Sequence[tuple[RewriteBin, list[_Candidate]]],
+    written: Sequence[WrittenFile | None],
+    planned: list[PlannedBin],
+) -> tuple[int, str | None]:
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    members = [c for _, group in batch for c in group]
+    for (b, group), out in zip(batch, written, strict=True):
+        adds = snapshot.files.take([c.index for c in group]).to_pylist()
+        actions += [remove_for_add(add, now, data_change=False) for add in adds]
+        if out is not None:
+            actions.append(_add(out, b.partition_values, adds[0]))
+    metrics = _metrics(planned, written, members)
+    info = snapshot_commit_info(
+        snapshot,
+        operation,
+        _parameters(request, operation),
+        metrics,
+        txn_id=str(uuid.uuid4()),
+        now_ms=now,
+    )
+    commit_actions = [info, *actions]
+    keys = [file_action_key(c.row["path"], c.row["deletionVector"]) for c in members]
+    read_set = ReadSet.for_actions(snapshot.version, commit_actions, read_keys=keys)
+    try:
+        result = LogWriter(log).try_commit(
+            snapshot.version, commit_actions, read_set, metadata=snapshot.metadata
+        )
+    except CommitConflictError as e:
+        raise CommitConflictError(
+            f"{operation.lower()} did not commit: a concurrent commit changed its input files "
+            f"({e.message})",
+            hint="Nothing of this batch was committed and its new files were deleted; "
+            "run the command again to rewrite the current files.",
+        ) from e
+    return result.version, result.checkpoint_warning
+
+
+def _add(
+    out: WrittenFile, partition_values: Mapping[str, str | None], source: Mapping[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "path": out.relative_path,
+        "partitionValues": dict(partition_values),
+        "size": out.size,
+        "modificationTime": out.modification_time_ms,
+        "dataChange": False,
+        "stats": out.stats_json,
+    }
+    if source.get("clusteringProvider"):
+        body["clusteringProvider"] = source["clusteringProvider"]
+    return {"add": body}
+
+
+def _parameters(request: OptimizeRequest, operation: str) -> dict[str, Any]:
+    predicate = [request.where] if request.where else []
+    if operation == "REORG":
+        return {"predicate": predicate, "applyPurge": "true"}
+    return {"predicate": predicate, "zOrderBy": []}
+
+
+def _metrics(
+    planned: Sequence[PlannedBin],
+    written: Sequence[WrittenFile | None],
+    removed: Sequence[_Candidate],
+) -> dict[str, int]:
+    """Delta's OPTIMIZE/REORG operationMetrics, plus rows dropped."""
+    sizes = sorted(w.size for w in written if w is not None)
+    quartiles = (
+        statistics.quantiles(sizes, n=4, method="inclusive") if len(sizes) > 1 else sizes * 3
+    )
+    return {
+        "numAddedFiles": len(sizes),
+        "numRemovedFiles": len(removed),
+        "numAddedBytes": sum(sizes),
+        "numRemovedBytes": sum(c.row["size"] for c in removed),
+        "minFileSize": sizes[0] if sizes else 0,
+        "p25FileSize": int(quartiles[0]) if sizes else 0,
+        "p50FileSize": int(quartiles[1]) if sizes else 0,
+        "p75FileSize": int(quartiles[2]) if sizes else 0,
+        "maxFileSize": sizes[-1] if sizes else 0,
+        "numDeletionVectorsRemoved": sum(1 for c in removed if c.drop is not None),
+        "numDeletionVectorRowsRemoved": sum(c.deleted for c in removed),
+        "numPlannedBins": len(planned),
+    }

@@ -1,0 +1,66 @@
+"""Engines do the data-heavy work (scans and rewrites) behind one small interface (base.py).
+
+`arrow` runs in-process on pyarrow; `spark` runs on a PySpark session (local, a cluster
+master, or Spark Connect) and is the only module that imports pyspark, lazily, when chosen.
+`auto` picks Spark when a master or remote is configured or the bytes to rewrite exceed the
+threshold (default 1 GiB), arrow otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from dvtool.engines.base import Engine
+from dvtool.errors import UsageError
+
+ENGINES = ("auto", "arrow", "spark")
+DEFAULT_SPARK_THRESHOLD = 1024**3
+MASTER_ENV = "DVTOOL_SPARK_MASTER"
+REMOTE_ENV = "DVTOOL_SPARK_REMOTE"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where and how to run Spark: a master URL (default `local[*]`) or a Connect remote."""
+
+    master: str | None = None
+    remote: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(
+        cls, master: str | None, remote: str | None, conf: Mapping[str, str]
+    ) -> SparkSettings:
+        """Options first, then DVTOOL_SPARK_MASTER / DVTOOL_SPARK_REMOTE."""
+        master = master or os.environ.get(MASTER_ENV) or None
+        remote = remote or os.environ.get(REMOTE_ENV) or None
+        if master and remote:
+            raise UsageError("--spark-master and --spark-remote cannot be used together")
+        return cls(master, remote, dict(conf))
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.master or self.remote)
+
+
+def choose_engine(
+    name: str,
+    spark: SparkSettings,
+    bytes_to_process: int = 0,
+    threshold: int = DEFAULT_SPARK_THRESHOLD,
+) -> Engine:
+    """The engine `--engine NAME` asks for; `auto` decides by configuration and size."""
+    if name not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {name!r}")
+    use_spark = name == "spark" or (
+        name == "auto" and (spark.configured or bytes_to_process > threshold)
+    )
+    if use_spark:
+        from dvtool.engines.spark import SparkEngine
+
+        return SparkEngine(spark)
+    from dvtool.engines.arrow import ArrowEngine
+
+    return ArrowEngine()

@@ -1,0 +1,324 @@
+"""The in-process engine: pyarrow on a thread pool, no JVM.
+
+A scan reads each file row group by row group. Row groups whose parquet statistics prove that
+no row matches are skipped, row groups where every row matches are taken whole, and the rest
+are read with only the columns the predicate needs, partition columns added as constants. The
+result per file is a bitmap of matching physical row indexes, minus rows its DV already
+deletes. Memory stays bounded by one row group batch per thread.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap64
+
+from dvtool.core.partitions import arrow_schema, partition_arrays
+from dvtool.core.stats_collect import StatsCollector, stats_columns_spec
+from dvtool.data_files import (
+    RowGroupStats,
+    WrittenFile,
+    iter_file_batches,
+    row_group_stats,
+    write_data_file,
+)
+from dvtool.engines.base import (
+    Progress,
+    RewriteBin,
+    RewriteInput,
+    ScanFile,
+    TableLayout,
+)
+from dvtool.io_pool import map_io
+from dvtool.predicate import Match, Predicate
+from dvtool.storage import Storage
+
+_ROW = "__dvtool_row_index"
+
+
+class ArrowEngine:
+    """Scans data files with pyarrow in this process."""
+
+    name = "arrow"
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or max(2, os.cpu_count() or 2)
+
+    def find_matches(
+        self,
+        table: TableLayout,
+        files: Sequence[ScanFile],
+        predicate: Predicate,
+        progress: Progress | None = None,
+    ) -> list[BitMap64]:
+        scan = _FileScan(table, predicate)
+
+        def one(file: ScanFile) -> BitMap64:
+            rows = scan.matches(file)
+            if progress:
+                progress(1)
+            return rows
+
+        return map_io(one, files, threads=self.threads)
+
+    def rewrite(
+        self,
+        table: TableLayout,
+        configuration: Mapping[str, str],
+        bins: Sequence[RewriteBin],
+        progress: Progress | None = None,
+    ) -> list[WrittenFile | None]:
+        def one(rewrite_bin: RewriteBin) -> WrittenFile | None:
+            written = write_bin(table, configuration, rewrite_bin)
+            if progress:
+                progress(1)
+            return written
+
+        return map_io(one, bins, threads=self.threads)
+
+
+class _FileScan:
+    """The per-table parts of a scan: expression, columns to read and their types."""
+
+    def __init__(self, table: TableLayout, predicate: Predicate) -> None:
+        self.table = table
+        self.predicate = predicate
+        self.expression = predicate.to_arrow()
+        mode = table.column_mapping_mode
+        data_schema = arrow_schema(table.schema, mode, table.partition_columns)
+        self.columns = [data_schema.field(name) for name in sorted(predicate.columns)]
+        self.partitions = _partition_types(table, predicate)
+
+    def matches(self, file: ScanFile) -> BitMap64:
+        storage = self.table.storage
+        groups = row_group_stats(storage, file.location)
+        matched = BitMap64()
+        to_read: list[RowGroupStats] = []
+        for group in groups:
+            verdict = self.predicate.stats_match(
+                group.num_rows,
+                group.min,
+                group.max,
+                group.null_count,
+                partition_values=file.partition_values,
+            )
+            if verdict is Match.ALL:
+                matched.add_range(group.first_row, group.first_row + group.num_rows)
+            elif verdict is Match.SOME:
+                to_read.append(group)
+        if to_read:
+            self._scan_groups(file, [g.index for g in to_read], matched)
+        if file.deleted:
+            matched -= file.deleted
+        return matched
+
+    def _scan_groups(self, file: ScanFile, groups: list[int], matched: BitMap64) -> None:
+        names = [f.name for f in self.columns]
+        batches = iter_file_batches(
+            self.table.storage, file.location, columns=names, row_groups=groups
+        )
+        for first_row, batch in batches:
+            data = self._with_partitions(self._complete(batch), file)
+            rows = pa.array(range(first_row, first_row + batch.num_rows), pa.uint64())
+            hits = data.append_column(_ROW, rows).filter(self.expression).column(_ROW)
+            if len(hits):
+                matched.update(hits.to_pylist())
+
+    def _complete(self, batch: pa.RecordBatch) -> pa.Table:
+        """The batch with every needed column; columns absent from the file read as NULL."""
+        present = set(batch.schema.names)
+        columns = [
+            batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
+            for f in self.columns
+        ]
+        return pa.Table.from_arrays(columns, schema=pa.schema(self.columns))
+
+    def _with_partitions(self, data: pa.Table, file: ScanFile) -> pa.Table:
+        if not self.partitions:
+            return data
+        constants = partition_arrays(file.partition_values, self.partitions, data.num_rows)
+        for name, values in constants.items():
+            data = data.append_column(name, values)
+        return data
+
+
+def _partition_types(table: TableLayout, predicate: Predicate) -> list[tuple[str, str]]:
+    """(physical name, Delta type) of the partition columns the predicate uses."""
+    out = []
+    mode = table.column_mapping_mode
+    for name in table.partition_columns:
+        field = table.schema.get(name)
+        if field is None:
+            continue
+        physical = field.physical_name(mode)
+        if physical in predicate.partition_columns_used and isinstance(field.type, str):
+            out.append((physical, field.type))
+    return out
+
+
+# -- rewrites --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The actions and files one copy-on-write rewrite produced."""
+
+    actions: list[dict[str, Any]]
+    locations: list[str]
+    files_added: int
+    bytes_added: int
+    rows_copied: int
+    change_files: int
+
+
+def write_bin(
+    table: TableLayout, configuration: Mapping[str, str], rewrite_bin: RewriteBin
+) -> WrittenFile | None:
+    """Write the rows the inputs of `rewrite_bin` keep as one new file; None if none remain."""
+    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
+    spec = stats_columns_spec(configuration, table.schema, table.column_mapping_mode)
+    batches = (
+        batch
+        for source in rewrite_bin.inputs
+        for batch in _filtered_batches(
+            table.storage, source.location, schema, source.drop, keep=True
+        )
+        if batch.num_rows
+    )
+    first = next(batches, None)
+    if first is None:
+        return None
+    return write_data_file(
+        table.storage,
+        partition_dir=rewrite_bin.directory,
+        batches=chain([first], batches),
+        schema=schema,
+        stats=StatsCollector(schema, spec),
+    )
+
+
+def rewrite_file(
+    table: TableLayout,
+    configuration: Mapping[str, str],
+    add: Mapping[str, Any],
+    drop: BitMap64,
+    change_rows: BitMap64 | None = None,
+) -> Rewritten:
+    """Rewrite the data file of `add` without the rows in `drop`.
+
+    The new file goes to the same directory, with the table's data schema (physical names,
+    field ids) and fresh tight stats. With `change_rows` (change data feed on), those rows
+    are also written to a `_change_data` file with `_change_type = 'delete'`.
+    """
+    storage = table.storage
+    location = storage.resolve(str(add["path"]))
+    relative = storage.relative_to_root(location) or ""
+    directory = posixpath.dirname(relative)
+    partitions = dict(add.get("partitionValues") or {})
+    source = RewriteInput(str(add["path"]), location, drop)
+    written = write_bin(table, configuration, RewriteBin((source,), directory, partitions))
+    if written is None:
+        raise ValueError(f"rewrite of {location} would keep no row; remove the file instead")
+    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
+    new_add = {
+        "path": written.relative_path,
+        "partitionValues": dict(add.get("partitionValues") or {}),
+        "size": written.size,
+        "modificationTime": written.modification_time_ms,
+        "dataChange": True,
+        "stats": written.stats_json,
+    }
+    if add.get("clusteringProvider"):
+        new_add["clusteringProvider"] = add["clusteringProvider"]
+    actions: list[dict[str, Any]] = [{"add": new_add}]
+    locations = [written.location]
+    if change_rows is not None and len(change_rows):
+        cdc = _write_change_data(table, location, schema, directory, change_rows, add)
+        actions.append(cdc[0])
+        locations.append(cdc[1])
+    return Rewritten(actions, locations, 1, written.size, written.num_records, len(locations) - 1)
+
+
+def write_change_data(
+    table: TableLayout, add: Mapping[str, Any], rows: BitMap64
+) -> tuple[dict[str, Any], str]:
+    """Write the rows `rows` of the data file of `add` to a `_change_data` file with
+    `_change_type = 'delete'`; returns its `cdc` action and location."""
+    location = table.storage.resolve(str(add["path"]))
+    relative = table.storage.relative_to_root(location) or ""
+    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
+    return _write_change_data(table, location, schema, posixpath.dirname(relative), rows, add)
+
+
+def _filtered_batches(
+    storage: Storage, location: str, schema: pa.Schema, rows: BitMap64 | None, *, keep: bool
+) -> Iterator[pa.RecordBatch]:
+    """The file's batches without (keep=True) or with only (keep=False) the rows in `rows`.
+
+    The row set is turned into one sorted array per file; each batch takes its slice by
+    bisection and builds its mask in C++, so purging a file is linear in its size.
+    """
+    ordered = list(rows) if rows else []
+    values = pa.array(ordered, pa.uint64())
+    present: set[str] | None = None
+    for first_row, batch in iter_file_batches(storage, location):
+        if present is None:
+            present = set(batch.schema.names)
+        end = first_row + batch.num_rows
+        lo, hi = bisect_left(ordered, first_row), bisect_left(ordered, end)
+        if lo == hi:
+            if keep:
+                yield _conform(batch, schema, present)
+            continue
+        indexes = pa.array(range(first_row, end), pa.uint64())
+        hit = pc.is_in(indexes, value_set=values.slice(lo, hi - lo))
+        yield _conform(batch.filter(pc.invert(hit) if keep else hit), schema, present)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema, present: set[str]) -> pa.RecordBatch:
+    """Columns in table order; columns the old file lacks are written as NULL."""
+    arrays = [
+        batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _write_change_data(
+    table: TableLayout,
+    location: str,
+    schema: pa.Schema,
+    directory: str,
+    rows: BitMap64,
+    add: Mapping[str, Any],
+) -> tuple[dict[str, Any], str]:
+    cdc_schema = schema.append(pa.field("_change_type", pa.string()))
+    batches = (
+        batch.append_column("_change_type", pa.array(["delete"] * batch.num_rows, pa.string()))
+        for batch in _filtered_batches(table.storage, location, schema, rows, keep=False)
+    )
+    target = posixpath.join("_change_data", directory) if directory else "_change_data"
+    written = write_data_file(
+        table.storage,
+        partition_dir=target,
+        batches=batches,
+        schema=cdc_schema,
+        stats=StatsCollector(cdc_schema, 0),
+    )
+    action = {
+        "cdc": {
+            "path": written.relative_path,
+            "partitionValues": dict(add.get("partitionValues") or {}),
+            "size": written.size,
+            "dataChange": False,
+        }
+    }
+    return action, written.location

@@ -1,0 +1,133 @@
+"""`--where` predicates: parsed once, then used for file skipping, row filtering and Spark.
+
+`Predicate.parse(sql, schema, partition_columns, column_mapping_mode)` parses a Spark SQL
+boolean expression with sqlglot into dvtool's own typed tree (tree.py), bound to the table
+schema (parse.py). Three visitors consume the tree:
+
+- skipping.py: `file_match` / `stats_match` say whether ALL, NONE or SOME of a file's (or
+  parquet row group's) rows satisfy the predicate, soundly, from partition values and
+  statistics;
+- arrow.py: `to_arrow` gives a pyarrow compute expression over physical column names, with
+  Spark's semantics (NULLs included), to select the rows to delete;
+- spark.py: `to_spark_sql` gives equivalent Spark SQL over logical names.
+
+The semantics are Spark 4's with its default ANSI mode and session time zone UTC, except that
+where ANSI Spark fails a statement at run time (an invalid CAST, division by zero), the
+affected rows evaluate to NULL and so never match; integer overflow raises
+`pyarrow.ArrowInvalid` during evaluation, as in Spark. Every user-facing problem (syntax, an
+unknown column, a type mismatch, an unsupported construct) is a `PredicateError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dvtool.core.schema import StructType
+from dvtool.predicate import arrow, parse, spark
+from dvtool.predicate.skipping import ColumnStats, Match, Skipper, stats_from_json
+from dvtool.predicate.tree import Expr, columns
+
+__all__ = ["Match", "Predicate"]
+
+
+class Predicate:
+    """A `--where` predicate bound to a table schema (see the package docstring)."""
+
+    def __init__(self, sql: str, expr: Expr) -> None:
+        self.sql = sql
+        self.expr = expr
+        refs = columns(expr)
+        self.columns: tuple[str, ...] = tuple(
+            dict.fromkeys(c.physical[0] for c in refs if not c.partition)
+        )
+        """Physical names of the top-level data columns the predicate reads."""
+        self.partition_columns_used: tuple[str, ...] = tuple(
+            dict.fromkeys(c.physical[0] for c in refs if c.partition)
+        )
+        """Physical names of the partition columns it reads (`partitionValues` keys)."""
+        self._skipper = Skipper(expr)
+        self._arrow: pc.Expression | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        sql: str,
+        schema: StructType,
+        partition_columns: Sequence[str],
+        column_mapping_mode: str,
+    ) -> Predicate:
+        """Parse and bind `sql`; `partition_columns` are logical names. Raises PredicateError."""
+        return cls(sql, parse.bind(sql, schema, partition_columns, column_mapping_mode))
+
+    @property
+    def references_only_partitions(self) -> bool:
+        """True when no data column is read: file_match is then exact (ALL or NONE)."""
+        return not self.columns
+
+    def file_match(
+        self, partition_values: Mapping[str, str | None], stats: Mapping[str, Any] | None
+    ) -> Match:
+        """Whether ALL, NONE or SOME valid rows of a file satisfy the predicate.
+
+        `partition_values` is the add action's `partitionValues` (physical names, serialized
+        strings, None or "" for NULL); `stats` its parsed `stats` JSON or None. Parse stats
+        with `json.loads(text, parse_float=Decimal)` for exact decimal bounds. Raises
+        LogError for a partition value that is not valid for its column type.
+        """
+        num_records, column_stats = stats_from_json(stats, self._skipper.data_paths)
+        if num_records == 0:
+            return Match.NONE
+        return self._skipper.match(column_stats, partition_values)
+
+    def stats_match(
+        self,
+        num_rows: int | None,
+        min_values: Mapping[str, Any],
+        max_values: Mapping[str, Any],
+        null_counts: Mapping[str, int | None],
+        partition_values: Mapping[str, str | None] | None = None,
+        *,
+        truncated: bool = False,
+    ) -> Match:
+        """Like `file_match`, from statistics keyed by dotted physical column path ("a.b").
+
+        Values may be typed (pyarrow's parquet row-group statistics: int, float, Decimal,
+        str, date, datetime) or as in Delta JSON. A missing key means unknown. `truncated`
+        applies Delta's truncation rules (string prefixes, millisecond timestamps); parquet
+        statistics are exact bounds, so it is off by default.
+        """
+        if num_rows == 0:
+            return Match.NONE
+        column_stats = {}
+        for path in self._skipper.data_paths:
+            key = ".".join(path)
+            column_stats[path] = ColumnStats(
+                num_rows,
+                min_values.get(key),
+                max_values.get(key),
+                null_counts.get(key),
+                truncated,
+            )
+        return self._skipper.match(column_stats, partition_values)
+
+    def partition_scalars(self, partition_values: Mapping[str, str | None]) -> dict[str, pa.Scalar]:
+        """Typed values of the partition columns used, by physical name: the engine
+        materializes them as columns (e.g. `pa.repeat(scalar, n)`) before filtering."""
+        return dict(self._skipper.partition_row(partition_values).scalars)
+
+    def to_arrow(self) -> pc.Expression:
+        """The predicate as a pyarrow compute expression over physical column names."""
+        if self._arrow is None:
+            self._arrow = arrow.to_arrow_expression(self.expr)
+        return self._arrow
+
+    def to_spark_sql(self) -> str:
+        """The predicate as Spark SQL over backquoted logical column names."""
+        return spark.to_spark_sql(self.expr)
+
+    def __repr__(self) -> str:
+        return f"Predicate({self.to_spark_sql()})"

@@ -1,0 +1,343 @@
+"""Spark's CAST as arrow compute expressions.
+
+One implementation of every supported conversion serves the whole module: row evaluation,
+constant folding of literals (`CAST('2024-01-01' AS DATE)`), and parsing partition values,
+which are strings cast to the column type.
+
+Semantics are Spark 4's `try_cast` (ANSI CAST with errors turned into NULL): a value that does
+not convert (`'abc'` to INT, an out-of-range number, `'2024-02-30'` to DATE) becomes NULL
+instead of failing the statement, so such rows never match. Numbers are truncated towards
+zero when cast to integers and rounded half up when cast to a smaller decimal scale; strings
+are trimmed before parsing; timestamps without a zone are in UTC (the session time zone).
+
+Known differences from Spark, each giving NULL where Spark gives a value: strings with more
+than 38 digits or 18 decimal places or an exponent cast to a decimal, hexadecimal floats, and
+dates or timestamps written other than `[+]yyyy-m[m]-d[d]` and
+`yyyy-mm-dd[( |T)hh:mm[:ss[.ffffff]]][Z|+hh[:mm]]`. Casts whose text formatting differs
+between Java and arrow (floating point, decimal and timestamp to string) and floating point
+to decimal are not supported at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dvtool.predicate.sqltypes import (
+    BINARY,
+    BOOLEAN,
+    BYTE,
+    DOUBLE,
+    INTEGRAL_RANGE,
+    MAX_PRECISION,
+    NULL,
+    STRING,
+    TIMESTAMP_NTZ,
+    SqlType,
+    decimal,
+    is_decimal,
+    is_floating,
+    is_integral,
+    to_arrow,
+)
+
+CastFn = Callable[[pc.Expression, SqlType, SqlType], pc.Expression]
+
+_TRUE_STRINGS = pa.array(["t", "true", "y", "yes", "1"])
+_FALSE_STRINGS = pa.array(["f", "false", "n", "no", "0"])
+_FLOAT_RE = r"^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?[df]?$|^[+-]?(inf|infinity|nan)$"
+_DECIMAL_TEXT_RE = r"^[+-]?(\d{1,20}(\.\d{0,18})?|\.\d{1,18})$"
+_INTEGER_TEXT_RE = r"^[+-]?\d{1,38}$"
+_TS_RE = (
+    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?"
+    r"(Z|[+-]\d{2}(:?\d{2})?)?$"
+)
+_WIDE_DECIMAL = 76
+
+
+def null_of(t: SqlType) -> pc.Expression:
+    """A typed NULL constant."""
+    return pc.scalar(pa.scalar(None, to_arrow(t)))
+
+
+def _where(condition: pc.Expression, value: pc.Expression, t: SqlType) -> pc.Expression:
+    """`value` where `condition` is true, else NULL (of type `t`)."""
+    return pc.if_else(condition, value, null_of(t))
+
+
+def _regex(x: pc.Expression, pattern: str) -> pc.Expression:
+    return pc.match_substring_regex(x, pattern=pattern)
+
+
+def _replace(x: pc.Expression, pattern: str, replacement: str) -> pc.Expression:
+    return pc.replace_substring_regex(x, pattern=pattern, replacement=replacement)
+
+
+def _trim(x: pc.Expression) -> pc.Expression:
+    return pc.utf8_trim_whitespace(x)
+
+
+def _in_range(x: pc.Expression, lo: int, hi: int) -> pc.Expression:
+    return pc.and_kleene(pc.greater_equal(x, lo), pc.less_equal(x, hi))
+
+
+def decimal_between(
+    x: pc.Expression, scale: int, lo: Decimal, hi: Decimal, *, strict: bool = False
+) -> pc.Expression:
+    """`lo <= x <= hi` (`lo < x < hi` if strict) for a decimal `x` of scale `scale`, compared
+    in a decimal256 wide enough for all three (arrow cannot compare mixed decimals beyond 38)."""
+    wide = pa.decimal256(_WIDE_DECIMAL, scale)
+    x_wide = x.cast(wide)
+    above, below = (pc.greater, pc.less) if strict else (pc.greater_equal, pc.less_equal)
+    return pc.and_kleene(
+        above(x_wide, pc.scalar(pa.scalar(lo, wide))),
+        below(x_wide, pc.scalar(pa.scalar(hi, wide))),
+    )
+
+
+def integer_digit_limit(scale: int, digits: int) -> tuple[Decimal, Decimal]:
+    """The range of values with at most `digits` integer digits, at scale `scale`."""
+    bound = Decimal(10) ** digits - Decimal(1).scaleb(-scale)
+    return -bound, bound
+
+
+# --- to integral types ----------------------------------------------------------------------
+
+
+def _integral_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    lo, hi = INTEGRAL_RANGE[dst]
+    src_lo, src_hi = INTEGRAL_RANGE[src]
+    if lo <= src_lo and src_hi <= hi:
+        return x.cast(to_arrow(dst))
+    return _where(_in_range(x, lo, hi), x, src).cast(to_arrow(dst), safe=False)
+
+
+def _floating_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    lo, hi = INTEGRAL_RANGE[dst]
+    truncated = pc.trunc(x.cast(pa.float64()))
+    fits = pc.and_kleene(pc.greater_equal(truncated, float(lo)), pc.less(truncated, float(hi) + 1))
+    return _where(fits, truncated, DOUBLE).cast(to_arrow(dst), safe=False)
+
+
+def _decimal_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    lo, hi = INTEGRAL_RANGE[dst]
+    if Decimal(10) ** (src.precision - src.scale) <= hi:
+        return x.cast(to_arrow(dst), safe=False)
+    # Truncation towards zero keeps exactly the values strictly between lo - 1 and hi + 1.
+    fits = decimal_between(x, src.scale, Decimal(lo - 1), Decimal(hi + 1), strict=True)
+    return _where(fits, x, src).cast(to_arrow(dst), safe=False)
+
+
+def _string_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = _trim(x)
+    number = _where(_regex(text, _INTEGER_TEXT_RE), text, STRING).cast(pa.decimal128(38, 0))
+    return _decimal_to_integral(number, decimal(38, 0), dst)
+
+
+def _boolean_to_number(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return x.cast(pa.int8()).cast(to_arrow(dst))
+
+
+# --- to floating point and decimal ----------------------------------------------------------
+
+
+def _number_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return x.cast(to_arrow(dst), safe=False)
+
+
+def _string_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = pc.utf8_lower(_trim(x))
+    text = _replace(text, r"^([+-]?)inf(inity)?$", r"\1inf")
+    text = _replace(text, r"[df]$", "")
+    valid = _regex(pc.utf8_lower(_trim(x)), _FLOAT_RE)
+    return _where(valid, text, STRING).cast(pa.float64()).cast(to_arrow(dst))
+
+
+def _integral_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    # arrow wants a precision that fits the whole integer type, then narrows decimal to decimal
+    wide = decimal(MAX_PRECISION, 0)
+    return _decimal_to_decimal(x.cast(to_arrow(wide)), wide, dst)
+
+
+def _decimal_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    if dst.scale < src.scale:
+        # Rounding may carry into a new integer digit (9.99 -> 10.0): make room for it first.
+        src = decimal(min(src.precision + 1, MAX_PRECISION), src.scale)
+        x = pc.round(x.cast(to_arrow(src)), ndigits=dst.scale, round_mode="half_towards_infinity")
+    if src.precision - src.scale > dst.precision - dst.scale:
+        lo, hi = integer_digit_limit(src.scale, dst.precision - dst.scale)
+        x = _where(decimal_between(x, src.scale, lo, hi), x, src)
+    return x.cast(to_arrow(dst), safe=False)
+
+
+def _string_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = _trim(x)
+    wide = decimal(38, 18)
+    number = _where(_regex(text, _DECIMAL_TEXT_RE), text, STRING).cast(to_arrow(wide))
+    return _decimal_to_decimal(number, wide, dst)
+
+
+def _boolean_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return _integral_to_decimal(x.cast(pa.int8()), BYTE, dst)
+
+
+# --- to boolean, string and binary ----------------------------------------------------------
+
+
+def _number_to_boolean(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return pc.not_equal(x, pc.scalar(pa.scalar(0, to_arrow(src))))
+
+
+def _string_to_boolean(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = pc.utf8_lower(_trim(x))
+    is_false = _where(pc.is_in(text, value_set=_FALSE_STRINGS), pc.scalar(False), BOOLEAN)
+    return pc.if_else(pc.is_in(text, value_set=_TRUE_STRINGS), pc.scalar(True), is_false)
+
+
+def _plain_cast(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return x.cast(to_arrow(dst))
+
+
+# --- datetimes ------------------------------------------------------------------------------
+
+
+def _valid_datetime_text(text: pc.Expression, fmt: str) -> pc.Expression:
+    """Whether `text` is a real date/time in `fmt` (strptime alone accepts 2024-02-30)."""
+    parsed = pc.strptime(text, format=fmt, unit="s", error_is_null=True)
+    return pc.equal(pc.strftime(parsed, format=fmt), text)
+
+
+def _string_to_date(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = _replace(_trim(x), r"^\+", "")
+    text = _replace(text, r"^(\d{4}-\d{1,2}-\d{1,2})[ T].*$", r"\1")
+    text = _replace(text, r"^(\d{4})$", r"\1-01")
+    text = _replace(text, r"^(\d{4}-\d{1,2})$", r"\1-01")
+    text = _replace(text, r"^(\d{4})-(\d)-", r"\1-0\2-")
+    text = _replace(text, r"^(\d{4}-\d{2})-(\d)$", r"\1-0\2")
+    valid = _regex(text, r"^\d{4}-\d{2}-\d{2}$")
+    valid = pc.and_kleene(valid, _valid_datetime_text(text, "%Y-%m-%d"))
+    return _where(valid, text, STRING).cast(pa.timestamp("s")).cast(pa.date32())
+
+
+def _string_to_timestamp(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    text = _replace(_trim(x), r"^(\d{4}-\d{2}-\d{2})T", r"\1 ")
+    text = _replace(text, r"^(\d{4}-\d{2}-\d{2})($|[Z+-])", r"\1 00:00\2")
+    text = _replace(text, r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2})($|[.Z+-])", r"\1:00\2")
+    fields = pc.utf8_slice_codeunits(text, 0, 19)
+    valid = pc.and_kleene(_regex(text, _TS_RE), _valid_datetime_text(fields, "%Y-%m-%d %H:%M:%S"))
+    if dst == TIMESTAMP_NTZ:
+        text = _replace(text, r"(Z|[+-]\d{2}(:?\d{2})?)$", "")
+    else:
+        text = _replace(text, r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?)$", r"\1Z")
+    return _where(valid, text, STRING).cast(to_arrow(dst))
+
+
+def _datetime_cast(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    return x.cast(to_arrow(dst))
+
+
+def _target_kind(t: SqlType) -> str:
+    if is_integral(t):
+        return "integral"
+    if is_floating(t):
+        return "floating"
+    return t.name
+
+
+def _source_kind(t: SqlType) -> str:
+    return _target_kind(t)
+
+
+_CASTS: dict[tuple[str, str], CastFn] = {
+    ("integral", "integral"): _integral_to_integral,
+    ("floating", "integral"): _floating_to_integral,
+    ("decimal", "integral"): _decimal_to_integral,
+    ("string", "integral"): _string_to_integral,
+    ("boolean", "integral"): _boolean_to_number,
+    ("integral", "floating"): _number_to_floating,
+    ("floating", "floating"): _number_to_floating,
+    ("decimal", "floating"): _number_to_floating,
+    ("string", "floating"): _string_to_floating,
+    ("boolean", "floating"): _boolean_to_number,
+    ("integral", "decimal"): _integral_to_decimal,
+    ("decimal", "decimal"): _decimal_to_decimal,
+    ("string", "decimal"): _string_to_decimal,
+    ("boolean", "decimal"): _boolean_to_decimal,
+    ("integral", "boolean"): _number_to_boolean,
+    ("floating", "boolean"): _number_to_boolean,
+    ("decimal", "boolean"): _number_to_boolean,
+    ("string", "boolean"): _string_to_boolean,
+    ("integral", "string"): _plain_cast,
+    ("boolean", "string"): _plain_cast,
+    ("date", "string"): _plain_cast,
+    ("string", "binary"): _plain_cast,
+    ("string", "date"): _string_to_date,
+    ("timestamp", "date"): _datetime_cast,
+    ("timestamp_ntz", "date"): _datetime_cast,
+    ("string", "timestamp"): _string_to_timestamp,
+    ("date", "timestamp"): _datetime_cast,
+    ("timestamp_ntz", "timestamp"): _datetime_cast,
+    ("string", "timestamp_ntz"): _string_to_timestamp,
+    ("date", "timestamp_ntz"): _datetime_cast,
+    ("timestamp", "timestamp_ntz"): _datetime_cast,
+}
+
+
+def can_cast(src: SqlType, dst: SqlType) -> bool:
+    """Whether CAST from `src` to `dst` is supported."""
+    if src in (dst, NULL):
+        return dst != NULL
+    return (_source_kind(src), _target_kind(dst)) in _CASTS
+
+
+def cast_expr(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    """The arrow expression for `CAST(x AS dst)` where `x` has type `src` (see can_cast)."""
+    if src == dst:
+        return x
+    if src == NULL:
+        return null_of(dst)
+    return _CASTS[(_source_kind(src), _target_kind(dst))](x, src, dst)
+
+
+MONOTONE_KINDS = {
+    ("integral", "integral"),
+    ("floating", "integral"),
+    ("decimal", "integral"),
+    ("integral", "floating"),
+    ("integral", "decimal"),
+    ("floating", "floating"),
+    ("decimal", "floating"),
+    ("decimal", "decimal"),
+    ("date", "timestamp"),
+    ("date", "timestamp_ntz"),
+    ("timestamp", "date"),
+    ("timestamp_ntz", "date"),
+    ("timestamp", "timestamp_ntz"),
+    ("timestamp_ntz", "timestamp"),
+}
+
+
+def is_monotone(src: SqlType, dst: SqlType) -> bool:
+    """Whether CAST from `src` to `dst` never reorders the values it converts, so it maps
+    bounds to bounds. Values that do not fit become NULL: see `may_fail`."""
+    return (_source_kind(src), _target_kind(dst)) in MONOTONE_KINDS
+
+
+def may_fail(src: SqlType, dst: SqlType) -> bool:
+    """Whether CAST from `src` to `dst` can turn a non-NULL value into NULL."""
+    if src in (dst, NULL):
+        return False
+    if src == STRING:
+        return dst not in (STRING, BINARY)
+    if is_floating(src):
+        return not is_floating(dst)
+    if is_integral(src) and is_integral(dst):
+        return INTEGRAL_RANGE[dst][1] < INTEGRAL_RANGE[src][1]
+    if is_decimal(src) and (is_decimal(dst) or is_integral(dst)):
+        return True
+    if is_integral(src) and is_decimal(dst):
+        return int(10 ** (dst.precision - dst.scale)) <= INTEGRAL_RANGE[src][1]
+    return False

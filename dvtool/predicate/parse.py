@@ -1,0 +1,637 @@
+"""Parsing `--where` text into the typed predicate tree.
+
+sqlglot (Spark dialect) parses the text once; the `Binder` then walks sqlglot's tree and
+builds dvtool's own nodes (tree.py): it resolves column names against the table schema (case
+insensitively, exact matches first, like Spark), checks types, inserts Spark's implicit casts
+(sqltypes.py) as explicit `Cast` nodes, desugars BETWEEN / NOT IN / IS NOT NULL, and folds
+every subtree without column references into a `Literal` (evaluated by the arrow code, so
+constants mean exactly what they mean row by row). Everything the binder does not know is a
+`PredicateError` naming the construct, so nothing is silently misread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from dvtool.core.schema import StructField, StructType, type_string
+from dvtool.errors import PredicateError
+from dvtool.predicate import arrow
+from dvtool.predicate.casts import can_cast
+from dvtool.predicate.sqltypes import (
+    BINARY,
+    BOOLEAN,
+    BYTE,
+    DATE,
+    DOUBLE,
+    FLOAT,
+    INT,
+    INTEGRAL_RANGE,
+    LONG,
+    MAX_PRECISION,
+    NULL,
+    SHORT,
+    STRING,
+    TIMESTAMP,
+    TIMESTAMP_NTZ,
+    SqlType,
+    arithmetic_type,
+    common_type,
+    decimal,
+    decimal_for_integral,
+    decimal_for_literal,
+    from_delta,
+    is_atomic,
+    is_datetime,
+    is_decimal,
+    is_integral,
+    is_numeric,
+)
+from dvtool.predicate.tree import (
+    And,
+    Arith,
+    Cast,
+    Column,
+    Compare,
+    Expr,
+    Func,
+    In,
+    IsBool,
+    IsNull,
+    Like,
+    Literal,
+    Neg,
+    Not,
+    Or,
+    columns,
+)
+
+SUPPORTED = (
+    "supported: comparisons (= != <> < <= > >= <=>), AND/OR/NOT, [NOT] IN, [NOT] BETWEEN, "
+    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE, + - * / %, CAST, and the functions "
+    "lower, upper, length, substring, trim, ltrim, rtrim, concat, coalesce, abs, year, month, "
+    "day, to_date, startswith, endswith, contains, isnull, isnotnull"
+)
+
+_T = exp.DataType.Type
+_CAST_TYPES: dict[Any, SqlType] = {
+    _T.TINYINT: BYTE,
+    _T.SMALLINT: SHORT,
+    _T.INT: INT,
+    _T.BIGINT: LONG,
+    _T.FLOAT: FLOAT,
+    _T.DOUBLE: DOUBLE,
+    _T.TEXT: STRING,
+    _T.VARCHAR: STRING,
+    _T.CHAR: STRING,
+    _T.BOOLEAN: BOOLEAN,
+    _T.DATE: DATE,
+    _T.TIMESTAMP: TIMESTAMP,
+    _T.TIMESTAMPTZ: TIMESTAMP,
+    _T.TIMESTAMPLTZ: TIMESTAMP,
+    _T.TIMESTAMPNTZ: TIMESTAMP_NTZ,
+    _T.BINARY: BINARY,
+    _T.VARBINARY: BINARY,
+}
+_COMPARISONS: dict[type[exp.Expr], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.NullSafeEQ: "<=>",
+}
+_ARITHMETIC: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_STRING_FUNCTIONS: dict[type[exp.Expr], str] = {exp.Lower: "lower", exp.Upper: "upper"}
+_DATE_PARTS: dict[type[exp.Expr], str] = {
+    exp.Year: "year",
+    exp.Month: "month",
+    exp.Day: "day",
+    exp.DayOfMonth: "day",
+}
+_STRING_TESTS: dict[type[exp.Expr], str] = {
+    exp.StartsWith: "startswith",
+    exp.EndsWith: "endswith",
+    exp.Contains: "contains",
+}
+_TO_STRING_OK = (BYTE, SHORT, INT, LONG, BOOLEAN, DATE)
+
+
+def parse_sql(sql: str) -> exp.Expr:
+    """sqlglot's tree for one expression; PredicateError with a one-line reason otherwise."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+    except sqlglot.errors.ParseError as e:
+        raise PredicateError(f"cannot parse --where {sql!r}: {_parse_error(e)}") from None
+    except sqlglot.errors.SqlglotError as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise PredicateError(f"cannot parse --where {sql!r}: {reason}") from None
+    if len(statements) != 1:
+        raise PredicateError(
+            f"--where needs exactly one boolean expression, got {len(statements)}",
+            hint="e.g. --where \"country = 'NL' AND year(ts) = 2024\"",
+        )
+    return statements[0]
+
+
+def _parse_error(e: sqlglot.errors.ParseError) -> str:
+    if not e.errors:
+        return str(e).splitlines()[0]
+    first = e.errors[0]
+    description = str(first.get("description", "syntax error"))
+    if description.startswith("Required keyword"):
+        description = "incomplete expression"
+    near = first.get("highlight")
+    where = f" near {near!r}" if near else ""
+    return f"{description}{where} (line {first.get('line')}, column {first.get('col')})"
+
+
+def _sql(node: exp.Expr) -> str:
+    text = node.sql(dialect="spark")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _quote(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name}`"
+
+
+class Binder:
+    """Turns sqlglot's tree into a typed, schema-bound predicate tree."""
+
+    def __init__(
+        self, schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
+    ) -> None:
+        self.schema = schema
+        self.partitions = {name.lower() for name in partition_columns}
+        self.mode = column_mapping_mode
+        self._handlers: dict[type[exp.Expr], Callable[[Any], Expr]] = {
+            exp.Paren: lambda n: self.bind(n.this),
+            exp.Column: self._column,
+            exp.Dot: self._column,
+            exp.Literal: self._literal,
+            exp.Boolean: lambda n: Literal(bool(n.this), BOOLEAN),
+            exp.Null: lambda n: Literal(None, NULL),
+            exp.HexString: lambda n: Literal(bytes.fromhex(n.this), BINARY),
+            exp.Neg: self._neg,
+            exp.Cast: self._cast_node,
+            exp.TryCast: self._cast_node,
+            exp.And: lambda n: self._logic(And, n),
+            exp.Or: lambda n: self._logic(Or, n),
+            exp.Not: lambda n: self._finish(Not(self._boolean(self.bind(n.this), "NOT"))),
+            exp.NullSafeNEQ: lambda n: Not(self._compare("<=>", n.this, n.expression)),
+            exp.In: self._in,
+            exp.Between: self._between,
+            exp.Is: self._is,
+            exp.Like: self._like,
+            exp.ILike: self._like,
+            exp.Escape: self._like,
+            exp.Length: self._length,
+            exp.Substring: self._substring,
+            exp.Trim: self._trim,
+            exp.Concat: lambda n: self._concat(n.expressions),
+            exp.DPipe: lambda n: self._concat([n.this, n.expression]),
+            exp.Coalesce: self._coalesce,
+            exp.Abs: self._abs,
+            exp.TsOrDsToDate: self._to_date,
+            exp.Anonymous: self._anonymous,
+        }
+        for cls, op in _COMPARISONS.items():
+            self._handlers[cls] = functools.partial(self._compare_node, op)
+        for cls, op in _ARITHMETIC.items():
+            self._handlers[cls] = functools.partial(self._arith, op)
+        for cls, name in _STRING_FUNCTIONS.items():
+            self._handlers[cls] = functools.partial(self._string_function, name)
+        for cls, name in _DATE_PARTS.items():
+            self._handlers[cls] = functools.partial(self._date_part, name)
+        for cls, name in _STRING_TESTS.items():
+            self._handlers[cls] = functools.partial(self._string_test, name)
+
+    def bind_predicate(self, node: exp.Expr) -> Expr:
+        """The bound tree of a whole `--where` predicate, which must be boolean."""
+        expr = self.bind(node)
+        if expr.type == NULL:
+            return Literal(None, BOOLEAN)
+        if expr.type != BOOLEAN:
+            raise PredicateError(
+                f"the predicate must be boolean, but {_sql(node)} is {expr.type}",
+                hint="compare it with something, e.g. --where 'x + 1 > 10'",
+            )
+        return expr
+
+    def bind(self, node: exp.Expr) -> Expr:
+        handler = self._handlers.get(type(node))
+        if handler is None:
+            raise PredicateError(
+                f"{_describe(node)} is not supported in --where: {_sql(node)}", hint=SUPPORTED
+            )
+        return handler(node)
+
+    # --- columns and literals ---------------------------------------------------------------
+
+    def _column(self, node: exp.Expr) -> Column:
+        parts = _name_parts(node)
+        if parts is None:
+            raise PredicateError(f"unsupported column reference {_sql(node)}", hint=SUPPORTED)
+        top = self.schema.get(parts[0])
+        if top is None:
+            hint = self._available(parts[0])
+            raise PredicateError(f"unknown column {_quote(parts[0])}", hint=hint)
+        return self._field_path(top, parts[1:])
+
+    def _field_path(self, top: StructField, rest: list[str]) -> Column:
+        field, path, physical = top, [top.name], [top.physical_name(self.mode)]
+        for part in rest:
+            if not isinstance(field.type, StructType):
+                raise PredicateError(
+                    f"{'.'.join(map(_quote, path))} is {type_string(field.type)}, "
+                    f"it has no field {_quote(part)}"
+                )
+            child = field.type.get(part)
+            if child is None:
+                fields = ", ".join(_quote(f.name) for f in field.type)
+                raise PredicateError(
+                    f"struct column {'.'.join(map(_quote, path))} has no field {_quote(part)}",
+                    hint=f"its fields: {fields}",
+                )
+            field = child
+            path.append(child.name)
+            physical.append(child.physical_name(self.mode))
+        is_partition = len(path) == 1 and top.name.lower() in self.partitions
+        return Column(tuple(path), tuple(physical), from_delta(field.type), is_partition)
+
+    def _available(self, name: str) -> str:
+        names = [f.name for f in self.schema]
+        close = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1)
+        suggestion = next((n for n in names if close and n.lower() == close[0]), None)
+        listed = ", ".join(_quote(n) for n in names[:40]) + (", ..." if len(names) > 40 else "")
+        did_you_mean = f"did you mean {_quote(suggestion)}? " if suggestion else ""
+        return f"{did_you_mean}available columns: {listed}"
+
+    def _literal(self, node: exp.Literal) -> Literal:
+        text = str(node.this)
+        if node.is_string:
+            return Literal(text, STRING)
+        return number_literal(text)
+
+    # --- logic and comparisons --------------------------------------------------------------
+
+    def _boolean(self, expr: Expr, context: str) -> Expr:
+        if expr.type == NULL:
+            return Literal(None, BOOLEAN)
+        if expr.type != BOOLEAN:
+            raise PredicateError(f"{context} needs a boolean operand, got {expr.type}")
+        return expr
+
+    def _logic(self, cls: type[And] | type[Or], node: exp.Expr) -> Expr:
+        name = "AND" if cls is And else "OR"
+        left = self._boolean(self.bind(node.this), name)
+        right = self._boolean(self.bind(node.expression), name)
+        return self._finish(cls(left, right))
+
+    def _compare_node(self, op: str, node: exp.Expr) -> Expr:
+        return self._compare(op, node.this, node.expression)
+
+    def _compare(self, op: str, left: exp.Expr, right: exp.Expr) -> Expr:
+        return self._compare_bound(op, self.bind(left), self.bind(right))
+
+    def _compare_bound(self, op: str, left: Expr, right: Expr) -> Expr:
+        target = self._common_type([left, right], f"cannot compare {left.type} with {right.type}")
+        return self._finish(Compare(op, self._cast(left, target), self._cast(right, target)))
+
+    def _common_type(self, exprs: Sequence[Expr], message: str) -> SqlType:
+        """Spark's common type of the operands (integer literals meeting decimals count with
+        only the digits they have, like Spark's DecimalType.fromLiteral)."""
+        has_decimal = any(is_decimal(e.type) for e in exprs)
+        result = NULL
+        for e in exprs:
+            t = _literal_decimal_type(e) if has_decimal else e.type
+            if not (is_atomic(t) or t == NULL):
+                raise PredicateError(f"{message}: {t} values can only be tested with IS NULL")
+            common = common_type(result, t)
+            if common is None:
+                raise PredicateError(message)
+            result = common
+        return BOOLEAN if result == NULL else result
+
+    def _in(self, node: exp.In) -> Expr:
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            raise PredicateError(
+                f"IN with a subquery is not supported: {_sql(node)}", hint="list the values"
+            )
+        if not node.expressions:
+            raise PredicateError(f"IN needs at least one value: {_sql(node)}")
+        value = self.bind(node.this)
+        options = [self.bind(o) for o in node.expressions]
+        target = self._common_type(
+            [value, *options], f"cannot compare {value.type} with the IN list: {_sql(node)}"
+        )
+        cast = tuple(self._cast(o, target) for o in options)
+        return self._finish(In(self._cast(value, target), cast))
+
+    def _between(self, node: exp.Between) -> Expr:
+        value = self.bind(node.this)
+        low = self._compare_bound(">=", value, self.bind(node.args["low"]))
+        high = self._compare_bound("<=", value, self.bind(node.args["high"]))
+        return self._finish(And(low, high))
+
+    def _is(self, node: exp.Is) -> Expr:
+        child = self.bind(node.this)
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return self._finish(IsNull(child))
+        if isinstance(target, exp.Boolean):
+            return self._finish(IsBool(self._boolean(child, "IS TRUE/FALSE"), bool(target.this)))
+        raise PredicateError(f"unsupported IS test: {_sql(node)}", hint=SUPPORTED)
+
+    def _like(self, node: exp.Expr) -> Expr:
+        escape = "\\"
+        if isinstance(node, exp.Escape):
+            escape = self._constant_string(self.bind(node.expression), "the LIKE escape")
+            if len(escape) != 1:
+                raise PredicateError(f"the LIKE escape must be one character, got {escape!r}")
+            node = node.this
+        if isinstance(node.expression, (exp.Any, exp.All)):
+            raise PredicateError(f"LIKE ANY/ALL is not supported: {_sql(node)}", hint=SUPPORTED)
+        child = self._as_string(self.bind(node.this), "LIKE")
+        pattern_expr = self.bind(node.expression)
+        if pattern_expr.type == NULL or (
+            isinstance(pattern_expr, Literal) and pattern_expr.value is None
+        ):
+            return Literal(None, BOOLEAN)
+        pattern = self._constant_string(pattern_expr, "the LIKE pattern")
+        try:
+            arrow.like_regex(pattern, escape)
+        except ValueError as e:
+            raise PredicateError(f"invalid LIKE pattern {pattern!r}: {e}") from None
+        like: Expr = Like(child, pattern, escape, isinstance(node, exp.ILike))
+        if node.args.get("negate"):
+            like = Not(like)
+        return self._finish(like)
+
+    # --- arithmetic -------------------------------------------------------------------------
+
+    def _neg(self, node: exp.Neg) -> Expr:
+        child = self.bind(node.this)
+        if child.type == NULL:
+            return child
+        if not is_numeric(child.type):
+            raise PredicateError(f"unary minus needs a number, got {child.type}: {_sql(node)}")
+        return self._finish(Neg(child))
+
+    def _arith(self, op: str, node: exp.Expr) -> Expr:
+        left, right = self.bind(node.this), self.bind(node.expression)
+        if is_decimal(left.type) or is_decimal(right.type):
+            left = self._cast(left, _literal_decimal_type(left))
+            right = self._cast(right, _literal_decimal_type(right))
+        result = arithmetic_type(op, left.type, right.type)
+        if result is None:
+            raise PredicateError(_arith_error(op, left.type, right.type, node))
+        if left.type == NULL or right.type == NULL:
+            return Literal(None, result)
+        if op in "+-*" and is_decimal(result):
+            left, right = self._decimal_operand(left), self._decimal_operand(right)
+        else:
+            left, right = self._cast(left, result), self._cast(right, result)
+        return self._finish(Arith(op, left, right, result))
+
+    def _decimal_operand(self, expr: Expr) -> Expr:
+        if is_integral(expr.type):
+            return self._cast(expr, _literal_decimal_type(expr, for_column=True))
+        return expr
+
+    # --- casts ------------------------------------------------------------------------------
+
+    def _cast_node(self, node: exp.Cast) -> Expr:
+        target = _cast_type(node.args["to"])
+        child = self.bind(node.this)
+        if child.type != NULL and not can_cast(child.type, target):
+            raise PredicateError(f"cannot CAST {child.type} to {target}: {_sql(node)}")
+        return self._cast(child, target, strict=not node.args.get("safe"))
+
+    def _cast(self, expr: Expr, target: SqlType, *, strict: bool = True) -> Expr:
+        """`expr` as type `target`. Constants are converted now: a constant that does not
+        convert is an error (as in ANSI Spark) unless `strict` is off (TRY_CAST)."""
+        if expr.type == target:
+            return expr
+        if expr.type != NULL and not can_cast(expr.type, target):
+            raise PredicateError(f"cannot convert {expr.type} to {target}")
+        cast = Cast(expr, target)
+        if not isinstance(expr, Literal):
+            return self._finish(cast)
+        folded = self._fold(cast)
+        if strict and folded.value is None and expr.value is not None:
+            shown = expr.value if isinstance(expr.value, str) else repr(expr.value)
+            raise PredicateError(f"cannot read {shown!r} as {target}")
+        return folded
+
+    # --- functions --------------------------------------------------------------------------
+
+    def _as_string(self, expr: Expr, context: str) -> Expr:
+        if expr.type in (STRING, NULL):
+            return self._cast(expr, STRING)
+        if expr.type in _TO_STRING_OK:
+            return self._cast(expr, STRING)
+        raise PredicateError(f"{context} needs a string, got {expr.type}")
+
+    def _constant_string(self, expr: Expr, context: str) -> str:
+        if not (isinstance(expr, Literal) and isinstance(expr.value, str)):
+            raise PredicateError(f"{context} must be a string constant")
+        return expr.value
+
+    def _constant_int(self, expr: Expr, context: str) -> Literal:
+        if not (isinstance(expr, Literal) and is_integral(expr.type) and expr.value is not None):
+            raise PredicateError(f"{context} must be an integer constant")
+        return Literal(int(expr.value), INT)
+
+    def _string_function(self, name: str, node: exp.Expr) -> Expr:
+        arg = self._as_string(self.bind(node.this), f"{name}()")
+        return self._finish(Func(name, (arg,), STRING))
+
+    def _length(self, node: exp.Length) -> Expr:
+        arg = self.bind(node.this)
+        if arg.type != BINARY:
+            arg = self._as_string(arg, "length()")
+        return self._finish(Func("length", (arg,), INT))
+
+    def _substring(self, node: exp.Substring) -> Expr:
+        arg = self._as_string(self.bind(node.this), "substring()")
+        args: list[Expr] = [arg, self._constant_int(self.bind(node.args["start"]), "the position")]
+        if node.args.get("length") is not None:
+            args.append(self._constant_int(self.bind(node.args["length"]), "the length"))
+        return self._finish(Func("substring", tuple(args), STRING))
+
+    def _trim(self, node: exp.Trim) -> Expr:
+        arg = self._as_string(self.bind(node.this), "trim()")
+        position = str(node.args.get("position") or "BOTH").upper()
+        name = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
+        args: list[Expr] = [arg]
+        if node.args.get("expression") is not None:
+            chars = self._constant_string(self.bind(node.expression), "the trim characters")
+            args.append(Literal(chars, STRING))
+        return self._finish(Func(name, tuple(args), STRING))
+
+    def _concat(self, nodes: Sequence[exp.Expr]) -> Expr:
+        args = tuple(self._as_string(self.bind(n), "concat()") for n in nodes)
+        return self._finish(Func("concat", args, STRING))
+
+    def _coalesce(self, node: exp.Coalesce) -> Expr:
+        bound = [self.bind(n) for n in [node.this, *node.expressions]]
+        target = self._common_type(bound, f"coalesce() arguments have no common type: {_sql(node)}")
+        if all(e.type == NULL for e in bound):
+            return Literal(None, NULL)
+        return self._finish(Func("coalesce", tuple(self._cast(e, target) for e in bound), target))
+
+    def _abs(self, node: exp.Abs) -> Expr:
+        arg = self.bind(node.this)
+        if not is_numeric(arg.type):
+            raise PredicateError(f"abs() needs a number, got {arg.type}")
+        return self._finish(Func("abs", (arg,), arg.type))
+
+    def _as_date(self, expr: Expr, context: str) -> Expr:
+        if not (is_datetime(expr.type) or expr.type in (STRING, NULL)):
+            raise PredicateError(f"{context} needs a date or timestamp, got {expr.type}")
+        return self._cast(expr, DATE)
+
+    def _date_part(self, name: str, node: exp.Expr) -> Expr:
+        inner = node.this
+        if isinstance(inner, exp.TsOrDsToDate) and inner.args.get("format") is None:
+            inner = inner.this
+        arg = self._as_date(self.bind(inner), f"{name}()")
+        return self._finish(Func(name, (arg,), INT))
+
+    def _to_date(self, node: exp.TsOrDsToDate) -> Expr:
+        if node.args.get("format") is not None:
+            raise PredicateError(f"to_date() with a format is not supported: {_sql(node)}")
+        return self._as_date(self.bind(node.this), "to_date()")
+
+    def _string_test(self, name: str, node: exp.Expr) -> Expr:
+        arg = self._as_string(self.bind(node.this), f"{name}()")
+        other = self.bind(node.expression)
+        if isinstance(other, Literal) and other.value is None:
+            return Literal(None, BOOLEAN)
+        text = self._constant_string(other, f"the second argument of {name}()")
+        return self._finish(Func(name, (arg, Literal(text, STRING)), BOOLEAN))
+
+    def _anonymous(self, node: exp.Anonymous) -> Expr:
+        name = str(node.this).lower()
+        if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
+            test = IsNull(self.bind(node.expressions[0]))
+            return self._finish(test if name == "isnull" else Not(test))
+        raise PredicateError(f"function {name}() is not supported in --where", hint=SUPPORTED)
+
+    # --- folding ----------------------------------------------------------------------------
+
+    def _finish(self, expr: Expr) -> Expr:
+        """`expr`, or the Literal it always equals when it references no columns."""
+        if isinstance(expr, Literal) or columns(expr):
+            return expr
+        return self._fold(expr)
+
+    def _fold(self, expr: Expr) -> Literal:
+        try:
+            return arrow.fold(expr)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            reason = str(e).splitlines()[0]
+            raise PredicateError(f"cannot evaluate a constant in --where: {reason}") from None
+
+
+def number_literal(text: str) -> Literal:
+    """A numeric literal typed as Spark types it: INT, BIGINT, else DECIMAL for integers;
+    DECIMAL for `1.5`; DOUBLE with an exponent (`1e3`)."""
+    if re.fullmatch(r"\d+", text):
+        value = int(text)
+        for t in (INT, LONG):
+            if value <= INTEGRAL_RANGE[t][1]:
+                return Literal(value, t)
+        digits = len(str(value))
+        if digits > MAX_PRECISION:
+            raise PredicateError(f"number {text} has more than {MAX_PRECISION} digits")
+        return Literal(Decimal(value), decimal(digits, 0))
+    if "e" in text.lower():
+        return Literal(float(text), DOUBLE)
+    value_d = Decimal(text)
+    parts = value_d.as_tuple()
+    scale = max(-int(parts.exponent), 0)
+    precision = max(len(parts.digits), scale, 1)
+    if precision > MAX_PRECISION:
+        raise PredicateError(f"number {text} has more than {MAX_PRECISION} digits")
+    return Literal(value_d, decimal(precision, scale))
+
+
+def _literal_decimal_type(expr: Expr, *, for_column: bool = False) -> SqlType:
+    """The decimal type an integral operand meeting a decimal is read as (its own type for
+    other operands): the literal's digits for constants, Spark's DecimalType.forType else."""
+    if not is_integral(expr.type):
+        return expr.type
+    if isinstance(expr, Literal) and expr.value is not None:
+        return decimal_for_literal(int(expr.value))
+    if for_column:
+        return decimal_for_integral(expr.type)
+    return expr.type
+
+
+def _arith_error(op: str, a: SqlType, b: SqlType, node: exp.Expr) -> str:
+    if op == "/" and (is_decimal(a) or is_decimal(b)):
+        return (
+            f"decimal division is not supported: {_sql(node)}; CAST the operands to DOUBLE "
+            "(or write the literal as 1.5D)"
+        )
+    if op == "%" and is_numeric(a) and is_numeric(b):
+        return f"% is supported on integers only: {_sql(node)}"
+    if is_numeric(a) and is_numeric(b):
+        return f"the decimal result of {_sql(node)} needs more than 76 digits"
+    return f"cannot apply {op} to {a} and {b}: {_sql(node)}"
+
+
+def _cast_type(dt: exp.DataType) -> SqlType:
+    kind = dt.this
+    if kind == _T.DECIMAL:
+        params = [int(str(p.this.this)) for p in dt.expressions]
+        precision, scale = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
+        if not (1 <= precision <= MAX_PRECISION and 0 <= scale <= precision):
+            raise PredicateError(f"invalid decimal type DECIMAL({precision},{scale})")
+        return decimal(precision, scale)
+    if kind in _CAST_TYPES:
+        return _CAST_TYPES[kind]
+    raise PredicateError(
+        f"CAST to {dt.sql(dialect='spark')} is not supported",
+        hint="types: INT, BIGINT, SMALLINT, TINYINT, DOUBLE, FLOAT, STRING, DATE, TIMESTAMP, "
+        "TIMESTAMP_NTZ, DECIMAL(p,s), BOOLEAN, BINARY",
+    )
+
+
+def _name_parts(node: exp.Expr) -> list[str] | None:
+    if isinstance(node, exp.Column):
+        return [part.name for part in node.parts]
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        left = _name_parts(node.this)
+        return None if left is None else [*left, node.expression.name]
+    return None
+
+
+def _describe(node: exp.Expr) -> str:
+    if isinstance(node, exp.Func):
+        return f"function {node.sql_name().lower()}()"
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", type(node).__name__).upper()
+
+
+def bind(
+    sql: str, schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
+) -> Expr:
+    """Parse and bind a `--where` predicate; every problem is a PredicateError."""
+    return Binder(schema, partition_columns, column_mapping_mode).bind_predicate(parse_sql(sql))
