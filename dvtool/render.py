@@ -29,6 +29,7 @@ from dvtool.commands.inspect import (
     VerifyReport,
 )
 from dvtool.commands.optimize import OptimizeResult
+from dvtool.commands.vacuum import VacuumResult, format_duration
 
 _HISTOGRAM_WIDTH = 40
 
@@ -298,6 +299,54 @@ class Renderer:
             )
         for warning in result.checkpoint_warnings:
             self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+
+    # -- vacuum --------------------------------------------------------------------------------
+
+    def vacuum(self, result: VacuumResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        c = self.console
+        what = "lite vacuum" if result.lite else "vacuum"
+        plan = (
+            f"{what} of version {result.read_version}: {result.num_files:,} files "
+            f"({_bytes(result.num_bytes)}) not needed and last changed before "
+            f"{_time(result.cutoff_ms)} (retention {format_duration(result.retention_ms)})"
+        )
+        if result.lite_commits:
+            first, last = result.lite_commits
+            plan += f"; read commits {first} to {last}"
+        if result.dry_run:
+            c.print("[bold]dry run[/]: " + plan, soft_wrap=True)
+            if result.files:
+                t = Table(title="Files to delete", title_justify="left")
+                for name in ("path", "size", "reason"):
+                    t.add_column(name, overflow="fold")
+                for f in result.files:
+                    t.add_row(_escape(f.path), _bytes(f.size), f.reason)
+                c.print(t)
+        else:
+            c.print(plan, soft_wrap=True)
+            c.print(
+                f"deleted {result.deleted_files:,} files ({_bytes(result.deleted_bytes)}) and "
+                f"{result.deleted_directories:,} empty directories; committed VACUUM START "
+                f"(version {result.start_version}) and VACUUM END (version {result.end_version})",
+                soft_wrap=True,
+            )
+            for failure in result.failed:
+                self.err.print(
+                    f"[red]not deleted:[/] {_escape(failure.path)}: {_escape(failure.error)}",
+                    soft_wrap=True,
+                )
+        if result.num_ignored_log_paths:
+            examples = ", ".join(_escape(p.path) for p in result.ignored_log_paths[:3])
+            self.err.print(
+                f"[yellow]warning:[/] {result.num_ignored_log_paths:,} paths in the log are not "
+                f"inside the table root and were ignored (never deleted): {examples}",
+                soft_wrap=True,
+            )
+        for warning in result.warnings:
+            self.err.print(f"[yellow]warning:[/] {_escape(warning)}", soft_wrap=True)
 
 
 def _escape(text: str) -> str:

@@ -47,6 +47,15 @@ dvtool relies on and tests check point by point:
   missing parent directories.
 - Idempotent delete. `delete` of a missing file is not an error; `delete_many` deletes in
   bulk where the backend can.
+- Recursive listing (for vacuum). `walk` yields everything under a directory with paths
+  relative to it (`TreeEntry`): on local disk files, directories and symbolic links, the
+  links never followed (a link to a directory elsewhere is reported, not listed), and a
+  directory is listed only when `descend(relative_dir)` allows it; on object stores only
+  files (directories are implicit), those under a directory `descend` refuses left out. A
+  missing directory walks as empty. `real_relative_to_root` is `relative_to_root` with
+  symbolic links resolved on local disk (the root's own too): None for anything that is not
+  really inside the root. `remove_empty_dir` removes an empty local directory (never the
+  root, never a non-empty one, never a link); object stores have none to remove.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ import importlib
 import importlib.metadata
 import os
 import re
+import stat
 import string
 import threading
 import time
@@ -74,7 +84,7 @@ import pyarrow.fs as pafs
 
 from dvtool.errors import DvtoolError, FileMissingError, StorageError
 
-__all__ = ["FileInfo", "ReadableFile", "Storage"]
+__all__ = ["FileInfo", "ReadableFile", "Storage", "TreeEntry"]
 
 # scheme -> (canonical fsspec protocol, backend package or None, dvtool extra)
 _SCHEMES: dict[str, tuple[str, str | None, str | None]] = {
@@ -119,6 +129,22 @@ class FileInfo:
 
     location: str
     name: str
+    size: int
+    modification_time_ms: int | None
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """A file, directory or symbolic link found by `Storage.walk`.
+
+    `relative_path` is `/`-separated and relative to the walked directory; `kind` is `file`,
+    `dir` or `symlink`; `size` is 0 for directories and links; modification times are in
+    epoch milliseconds (of the link itself for a link), None when the backend has none.
+    """
+
+    relative_path: str
+    location: str
+    kind: str
     size: int
     modification_time_ms: int | None
 
@@ -394,6 +420,120 @@ class Storage:
             with _backend_errors(f"{self._scheme}://{bucket}", "delete files in", missing=False):
                 self._fs.rm(paths)
 
+    # Recursive listing and cleanup (vacuum)
+
+    def walk(
+        self, location: str, descend: Callable[[str], bool] | None = None
+    ) -> Iterator[TreeEntry]:
+        """Everything under the directory `location`, recursively; nothing if it is missing.
+
+        Local disk: files, directories and symbolic links (never followed); a directory is
+        yielded, then listed only if `descend(its relative path)` is true (default: all).
+        Object stores: files only; a file is left out when `descend` refuses one of the
+        directories above it. The order is unspecified.
+        """
+        path = self._fs_path(location).rstrip("/") or "/"
+        if self._local:
+            yield from self._walk_local(location, path, descend)
+        else:
+            yield from self._walk_remote(location, path, descend)
+
+    def real_relative_to_root(self, location: str) -> str | None:
+        """`relative_to_root` with symbolic links resolved on local disk, the root's too.
+
+        None when the location, links resolved, is not inside the root's real directory tree
+        (for example a path through a link that points elsewhere, or a link itself pointing
+        elsewhere). On object stores, which have no links, the same as `relative_to_root`.
+        """
+        if not self._local:
+            return self.relative_to_root(location)
+        try:
+            path = self._fs_path(location)
+        except StorageError:
+            return None
+        real = os.path.realpath(path).replace(os.sep, "/")
+        root = os.path.realpath(self._root_path).replace(os.sep, "/")
+        if real == root:
+            return ""
+        prefix = root.rstrip("/") + "/"
+        return real[len(prefix) :] if real.startswith(prefix) else None
+
+    def remove_empty_dir(self, location: str) -> bool:
+        """Remove a local directory if it is empty; True if it was removed.
+
+        Never the root, a non-empty directory or a symbolic link (False). Object stores have
+        no directories to remove: always False.
+        """
+        if not self._local:
+            return False
+        path = self._fs_path(location)
+        if path.rstrip("/") == self._root_path.rstrip("/") or os.path.islink(path):
+            return False
+        try:
+            os.rmdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return False
+            raise StorageError(f"cannot remove directory {location}: {_one_line(exc)}") from exc
+        return True
+
+    def _walk_local(
+        self, location: str, path: str, descend: Callable[[str], bool] | None
+    ) -> Iterator[TreeEntry]:
+        stack: list[tuple[str, str]] = [(path, "")]
+        while stack:
+            directory, prefix = stack.pop()
+            with _backend_errors(location, "list"):
+                try:
+                    with os.scandir(directory) as it:
+                        found = [_tree_entry(e, prefix) for e in it]
+                except (FileNotFoundError, NotADirectoryError):
+                    found = []
+            for entry in found:
+                if entry is None:
+                    continue
+                yield entry
+                if entry.kind == "dir" and (descend is None or descend(entry.relative_path)):
+                    stack.append((entry.location, entry.relative_path + "/"))
+
+    def _walk_remote(
+        self, location: str, path: str, descend: Callable[[str], bool] | None
+    ) -> Iterator[TreeEntry]:
+        with _backend_errors(location, "list"):
+            self._fs.invalidate_cache(path)
+            try:
+                entries = self._fs.find(path, detail=True)
+            except FileNotFoundError:
+                return
+        allowed: dict[str, bool] = {}
+
+        def listed(relative: str) -> bool:
+            parts = relative.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                directory = "/".join(parts[:i])
+                if directory not in allowed:
+                    allowed[directory] = descend is None or descend(directory)
+                if not allowed[directory]:
+                    return False
+            return True
+
+        prefix = path.rstrip("/") + "/"
+        for name, entry in sorted(entries.items()):
+            name = str(name).rstrip("/")
+            if entry.get("type") != "file" or not name.startswith(prefix):
+                continue
+            relative = name[len(prefix) :]
+            if listed(relative):
+                yield TreeEntry(
+                    relative,
+                    self._to_location(name),
+                    "file",
+                    int(entry.get("size") or 0),
+                    _mtime_ms(entry),
+                )
+
     # Internals
 
     def _fs_path(self, location: str) -> str:
@@ -583,6 +723,25 @@ def _file_info(entry: Mapping[str, Any], dir_location: str) -> FileInfo:
     name = str(entry["name"]).rstrip("/").rpartition("/")[2]
     location = dir_location + name if dir_location.endswith("/") else f"{dir_location}/{name}"
     return FileInfo(location, name, int(entry.get("size") or 0), _mtime_ms(entry))
+
+
+def _tree_entry(entry: os.DirEntry[str], prefix: str) -> TreeEntry | None:
+    """A TreeEntry for one `os.scandir` entry (links not followed); None for other kinds
+    (sockets, fifos) and for entries that vanished meanwhile."""
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    mtime = info.st_mtime_ns // 1_000_000
+    relative = prefix + entry.name
+    location = entry.path.replace(os.sep, "/")
+    if stat.S_ISLNK(info.st_mode):
+        return TreeEntry(relative, location, "symlink", 0, mtime)
+    if stat.S_ISDIR(info.st_mode):
+        return TreeEntry(relative, location, "dir", 0, mtime)
+    if stat.S_ISREG(info.st_mode):
+        return TreeEntry(relative, location, "file", info.st_size, mtime)
+    return None
 
 
 def _mtime_ms(entry: Mapping[str, Any]) -> int | None:

@@ -9,8 +9,10 @@ deletes. Memory stays bounded by one row group batch per thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +44,24 @@ from dvtool.predicate import Match, Predicate
 from dvtool.storage import Storage
 
 _ROW = "__dvtool_row_index"
+_BASE_INDEXES = pa.array(range(1 << 16), pa.uint64())
+_BASE_LOCK = threading.Lock()
+
+
+def _row_indexes(first: int, count: int) -> pa.Array:
+    """Row indexes first..first+count-1, offset from one cached 0..n array in C++.
+
+    Building them with `pa.array(range(...))` is a Python loop per row that holds the GIL;
+    this is a slice and one vectorised add.
+    """
+    global _BASE_INDEXES
+    base = _BASE_INDEXES
+    if count > len(base):
+        with _BASE_LOCK:
+            if count > len(_BASE_INDEXES):
+                _BASE_INDEXES = pa.array(range(count), pa.uint64())
+            base = _BASE_INDEXES
+    return pc.add(base.slice(0, count), pa.scalar(first, pa.uint64()))
 
 
 class ArrowEngine:
@@ -76,13 +96,28 @@ class ArrowEngine:
         bins: Sequence[RewriteBin],
         progress: Progress | None = None,
     ) -> list[WrittenFile | None]:
+        """One new file per bin; if any bin fails, the files of the others are deleted."""
+        done: list[WrittenFile] = []
+        lock = threading.Lock()
+
         def one(rewrite_bin: RewriteBin) -> WrittenFile | None:
             written = write_bin(table, configuration, rewrite_bin)
+            if written is not None:
+                with lock:
+                    done.append(written)
             if progress:
                 progress(1)
             return written
 
-        return map_io(one, bins, threads=self.threads)
+        try:
+            return map_io(one, bins, threads=self.threads)
+        except BaseException:
+            # map_io returns only once every bin has finished, so `done` is complete.
+            with lock:
+                locations = [w.location for w in done]
+            with contextlib.suppress(Exception):  # the original error is the one to report
+                table.storage.delete_many(locations)
+            raise
 
 
 class _FileScan:
@@ -127,7 +162,7 @@ class _FileScan:
         )
         for first_row, batch in batches:
             data = self._with_partitions(self._complete(batch), file)
-            rows = pa.array(range(first_row, first_row + batch.num_rows), pa.uint64())
+            rows = _row_indexes(first_row, batch.num_rows)
             hits = data.append_column(_ROW, rows).filter(self.expression).column(_ROW)
             if len(hits):
                 matched.update(hits.to_pylist())
@@ -278,7 +313,7 @@ def _filtered_batches(
             if keep:
                 yield _conform(batch, schema, present)
             continue
-        indexes = pa.array(range(first_row, end), pa.uint64())
+        indexes = _row_indexes(first_row, batch.num_rows)
         hit = pc.is_in(indexes, value_set=values.slice(lo, hi - lo))
         yield _conform(batch.filter(pc.invert(hit) if keep else hit), schema, present)
 
