@@ -16,7 +16,8 @@ are deleted, so rows deleted concurrently stay deleted.
 
 from __future__ import annotations
 
-import statistics
+import contextlib
+
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -305,8 +306,14 @@ def _execute(
             version, warning = _commit_batch(
                 log, snapshot, request, operation, batch, written, planned[start : start + size]
             )
+        except CommitConflictError as e:
+            _discard(log, written)
+            if versions:
+                e.message += f"; earlier batches were committed as versions {versions}"
+                e.args = (str(e),)
+            raise
         except BaseException:
-            log.storage.delete_many([w.location for w in written if w is not None])
+            _discard(log, written)
             raise
         versions.append(version)
         written_all += written
@@ -316,6 +323,12 @@ def _execute(
     return OptimizeResult(
         operation, snapshot.version, False, engine.name, versions, planned, metrics, warnings
     )
+
+
+def _discard(log: DeltaLog, written: Sequence[WrittenFile | None]) -> None:
+    """Delete the files of an abandoned batch; a failure here must not hide the real error."""
+    with contextlib.suppress(Exception):  # best effort: vacuum removes orphans later
+        log.storage.delete_many([w.location for w in written if w is not None])
 
 
 def _commit_batch(
@@ -391,18 +404,17 @@ def _metrics(
 ) -> dict[str, int]:
     """Delta's OPTIMIZE/REORG operationMetrics, plus rows dropped."""
     sizes = sorted(w.size for w in written if w is not None)
-    quartiles = (
-        statistics.quantiles(sizes, n=4, method="inclusive") if len(sizes) > 1 else sizes * 3
-    )
+    n = len(sizes)
+    # As Delta's FileSizeStatsWithHistogram: sizes at index n/4, n/2, 3n/4 (no interpolation).
     return {
-        "numAddedFiles": len(sizes),
+        "numAddedFiles": n,
         "numRemovedFiles": len(removed),
         "numAddedBytes": sum(sizes),
         "numRemovedBytes": sum(c.row["size"] for c in removed),
         "minFileSize": sizes[0] if sizes else 0,
-        "p25FileSize": int(quartiles[0]) if sizes else 0,
-        "p50FileSize": int(quartiles[1]) if sizes else 0,
-        "p75FileSize": int(quartiles[2]) if sizes else 0,
+        "p25FileSize": sizes[n // 4] if sizes else 0,
+        "p50FileSize": sizes[n // 2] if sizes else 0,
+        "p75FileSize": sizes[n * 3 // 4] if sizes else 0,
         "maxFileSize": sizes[-1] if sizes else 0,
         "numDeletionVectorsRemoved": sum(1 for c in removed if c.drop is not None),
         "numDeletionVectorRowsRemoved": sum(c.deleted for c in removed),

@@ -17,7 +17,6 @@ and dvtool's own logical row count (`inspect.summarize`) is checked too.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import operator
@@ -25,9 +24,7 @@ import os
 import random
 import re
 import shutil
-import struct
 import tempfile
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -43,7 +40,6 @@ from click.testing import CliRunner, Result
 from deltalake import DeltaTable, QueryBuilder, WriterProperties, write_deltalake
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyroaring import BitMap64
 
 import dvtool.commands.delete as delete_module
 import dvtool.data_files as data_files
@@ -55,13 +51,22 @@ from dvtool.commands.inspect import count_missing_rows, summarize
 from dvtool.errors import WriteRefusedError
 from dvtool.log.reader import open_log
 from dvtool.storage import Storage
-from tests.oracles import copy_golden, dv_file
+from tests.oracles import (
+    COMMIT,
+    canon,
+    commit_actions,
+    commit_versions,
+    copy_golden,
+    dv_file,
+    dv_key,
+    raw_rows,
+    read_dv,
+    replay_json,
+    tree_hashes,
+)
 
 UTC = dt.timezone.utc
-COMMIT = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
-DV_MAGIC = 1681511377
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 # -- predicates: Spark SQL text + Python three-valued reference evaluation --------------------
 
@@ -313,27 +318,6 @@ def delete(path: Path, where: str | P, mode: str = "auto", dry_run: bool = False
 # -- independent readers ---------------------------------------------------------------------
 
 
-def _canon_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        if all(v is None for v in value.values()):
-            return None  # a NULL struct, as some readers return it
-        return tuple(sorted((k, _canon_value(v)) for k, v in value.items()))
-    if isinstance(value, dt.datetime):
-        return value.astimezone(UTC)
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    return value
-
-
-def canon(rows: Iterable[Row], columns: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
-    """Rows as sorted tuples of (column, value), independent of column order and types."""
-    out = []
-    for row in rows:
-        names = sorted(columns or row)
-        out.append(tuple((k, _canon_value(row[k])) for k in names))
-    return sorted(out, key=repr)
-
-
 def polars_rows(path: Path) -> list[Row]:
     return pl.read_delta(str(path)).to_dicts()
 
@@ -354,122 +338,8 @@ def logical_rows(path: Path) -> int:
     return summarize(snapshot, count_missing_rows(snapshot, log)).logical_rows
 
 
-def commit_versions(path: Path) -> list[int]:
-    return sorted(int(m[1]) for f in os.listdir(path / "_delta_log") if (m := COMMIT.match(f)))
-
-
-def commit_actions(path: Path, version: int) -> list[dict[str, Any]]:
-    text = (path / "_delta_log" / f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def dv_files(path: Path) -> set[Path]:
     return set(path.rglob("deletion_vector_*.bin"))
-
-
-def tree_hashes(path: Path) -> dict[str, str]:
-    """Every file under `path` with the SHA-256 of its bytes."""
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    }
-
-
-def z85_decode(text: str) -> bytes:
-    """Z85 as Delta Spark writes it (zero-padded groups) or as the Rust `z85` crate does (a
-    last group of k '#' then 5 - k digits holding the last 4 - k bytes)."""
-    out = b""
-    for i in range(0, len(text), 5):
-        group = text[i : i + 5]
-        pad = len(group) - len(group.lstrip("#"))
-        value = 0
-        for ch in group[pad:]:
-            value = value * 85 + _Z85.index(ch)
-        out += value.to_bytes(4 - pad, "big")
-    return out
-
-
-def read_dv(table: Path, dv: dict[str, Any]) -> set[int]:
-    """The row indexes of a DV descriptor, decoded as PROTOCOL.md says (pyroaring bitmaps)."""
-    kind = dv["storageType"]
-    if kind == "i":
-        raw = z85_decode(dv["pathOrInlineDv"])[: dv["sizeInBytes"]]
-    else:
-        location = dv_file(table, dv) if kind == "u" else Path(unquote(dv["pathOrInlineDv"]))
-        data = location.read_bytes()
-        assert data[0] == 1, "DV file format version"
-        offset = dv.get("offset") or 0
-        (size,) = struct.unpack(">I", data[offset : offset + 4])
-        assert size == dv["sizeInBytes"]
-        raw = data[offset + 4 : offset + 4 + size]
-        (crc,) = struct.unpack(">I", data[offset + 4 + size : offset + 8 + size])
-        assert crc == zlib.crc32(raw)
-    assert struct.unpack("<I", raw[:4])[0] == DV_MAGIC
-    rows = set(BitMap64.deserialize(raw[4:]))
-    assert len(rows) == dv["cardinality"]
-    return rows
-
-
-def _dv_key(dv: dict[str, Any] | None) -> str | None:
-    if not dv:
-        return None
-    return f"{dv['storageType']}{dv['pathOrInlineDv']}@{dv.get('offset')}"
-
-
-def replay_json(path: Path) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
-    """(latest metaData, live adds by (path, DV id)) from the JSON commits alone."""
-    metadata: dict[str, Any] = {}
-    live: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for version in commit_versions(path):
-        for action in commit_actions(path, version):
-            if "metaData" in action:
-                metadata = action["metaData"]
-            elif "add" in action:
-                add = action["add"]
-                live[(unquote(add["path"]), _dv_key(add.get("deletionVector")))] = add
-            elif "remove" in action:
-                rm = action["remove"]
-                live.pop((unquote(rm["path"]), _dv_key(rm.get("deletionVector"))), None)
-    return metadata, live
-
-
-_PARTITION_TYPES: dict[str, Callable[[str], Any]] = {
-    "integer": int,
-    "long": int,
-    "short": int,
-    "byte": int,
-    "string": str,
-    "date": dt.date.fromisoformat,
-}
-
-
-def raw_rows(path: Path) -> list[Row]:
-    """Rows by logical name: replayed JSON log + pyarrow parquet + pyroaring DVs."""
-    metadata, live = replay_json(path)
-    schema = json.loads(metadata["schemaString"])
-    mode = metadata.get("configuration", {}).get("delta.columnMapping.mode", "none")
-    logical = {}
-    types = {}
-    for f in schema["fields"]:
-        physical = f["name"]
-        if mode != "none":
-            physical = f["metadata"]["delta.columnMapping.physicalName"]
-        logical[physical] = f["name"]
-        types[physical] = f["type"]
-    out: list[Row] = []
-    for (file_path, _), add in live.items():
-        table = pq.read_table(path / file_path)
-        deleted = read_dv(path, add["deletionVector"]) if add.get("deletionVector") else set()
-        for index, record in enumerate(table.to_pylist()):
-            if index in deleted:
-                continue
-            row = {logical[k]: v for k, v in record.items() if k in logical}
-            for physical, value in (add.get("partitionValues") or {}).items():
-                parse = _PARTITION_TYPES[types[physical]]
-                row[logical[physical]] = None if value in (None, "") else parse(value)
-            out.append(row)
-    return out
 
 
 def assert_reads(path: Path, expected: Sequence[Row], *, full: bool = False) -> None:
@@ -767,7 +637,7 @@ def test_delete_merges_inline_dv_of_cdf_table(tmp_path: Path) -> None:
     assert not (table / "_change_data").exists()
     [new_add] = [a["add"] for a in actions if "add" in a]
     [removed] = [a["remove"] for a in actions if "remove" in a]
-    assert _dv_key(removed["deletionVector"]) == _dv_key(add["deletionVector"])
+    assert dv_key(removed["deletionVector"]) == dv_key(add["deletionVector"])
     assert new_add["deletionVector"]["storageType"] == "u"
     new_rows = read_dv(table, new_add["deletionVector"])
     assert inline_rows < new_rows
@@ -803,7 +673,7 @@ def _checkpoint_adds(path: Path, version: int) -> dict[tuple[str, str | None], d
     out = {}
     for row in table.column("add").to_pylist():
         if row is not None:
-            out[(unquote(row["path"]), _dv_key(row.get("deletionVector")))] = row
+            out[(unquote(row["path"]), dv_key(row.get("deletionVector")))] = row
     return out
 
 
