@@ -17,7 +17,6 @@ are deleted, so rows deleted concurrently stay deleted.
 from __future__ import annotations
 
 import contextlib
-
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
