@@ -387,6 +387,89 @@ def vacuum(
         click.get_current_context().exit(1)
 
 
+@cli.command("generate-manifest")
+@table_options
+@click.option(
+    "--purge-first",
+    is_flag=True,
+    help="Purge deletion vectors first (rewrite files with DVs), then write the manifests.",
+)
+@engine_options
+@json_option
+def generate_manifest(
+    table: str,
+    storage_options: Sequence[str],
+    purge_first: bool,
+    engine: str,
+    spark_master: str | None,
+    spark_remote: str | None,
+    spark_conf: Sequence[str],
+    spark_threshold: int,
+    as_json: bool,
+) -> None:
+    """Write symlink manifests (_symlink_format_manifest) for Presto, Trino and Athena."""
+    from dvtool.commands.manifest import run_generate_manifest
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    renderer = Renderer(as_json)
+    log = open_log(table, _storage_options(storage_options))
+    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
+    with renderer.progress("purging") as progress:
+        result = run_generate_manifest(log, purge_first, factory, progress)
+    renderer.manifest(result)
+
+
+@cli.command()
+@table_options
+@click.option(
+    "--truncate-history",
+    is_flag=True,
+    help="Also delete the log before a checkpoint taken after the purge and drop "
+    "checkpointProtection, so that writers without DV support can write the table.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --truncate-history: truncate even if that checkpoint is younger than "
+    "delta.dropFeatureTruncateHistory.retentionDuration (24 hours).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@engine_options
+@json_option
+def downgrade(
+    table: str,
+    storage_options: Sequence[str],
+    truncate_history: bool,
+    force: bool,
+    dry_run: bool,
+    engine: str,
+    spark_master: str | None,
+    spark_remote: str | None,
+    spark_conf: Sequence[str],
+    spark_threshold: int,
+    as_json: bool,
+) -> None:
+    """Drop deletion vectors (the deletionVectors table feature) from a table."""
+    from dvtool.commands.downgrade import HistoryRetentionError, run_downgrade
+    from dvtool.log.reader import open_log
+    from dvtool.render import Renderer
+
+    renderer = Renderer(as_json)
+    log = open_log(table, _storage_options(storage_options))
+    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
+    with renderer.progress("rewriting") as progress:
+        try:
+            result = run_downgrade(
+                log, truncate_history, dry_run, force, factory, progress=progress
+            )
+        except HistoryRetentionError as e:
+            if as_json:
+                renderer.downgrade(e.partial)  # what was committed, then the error (exit 1)
+            raise
+    renderer.downgrade(result)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `dvtool` console script and `python -m dvtool`."""
     cli.main(args=argv, prog_name="dvtool")

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dvtool.commands.delete import DeleteResult
+from dvtool.commands.downgrade import DowngradeResult
 from dvtool.commands.enable import EnableResult
 from dvtool.commands.inspect import (
     CheckOutcome,
@@ -28,10 +29,12 @@ from dvtool.commands.inspect import (
     TableSummary,
     VerifyReport,
 )
+from dvtool.commands.manifest import ManifestResult
 from dvtool.commands.optimize import OptimizeResult
 from dvtool.commands.vacuum import VacuumResult, format_duration
 
 _HISTOGRAM_WIDTH = 40
+_LISTED_FILES = 20
 
 
 class Renderer:
@@ -347,6 +350,89 @@ class Renderer:
             )
         for warning in result.warnings:
             self.err.print(f"[yellow]warning:[/] {_escape(warning)}", soft_wrap=True)
+
+    # -- generate-manifest and downgrade --------------------------------------------------------
+
+    def manifest(self, result: ManifestResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        c = self.console
+        if result.purge is not None and result.purge.versions:
+            versions = ", ".join(str(v) for v in result.purge.versions)
+            m = result.purge.metrics
+            c.print(
+                f"purged deletion vectors: committed version(s) [bold]{versions}[/] "
+                f"({m['numRemovedFiles']:,} files rewritten, "
+                f"{m['numDeletionVectorRowsRemoved']:,} deleted rows dropped)"
+            )
+        c.print(
+            f"wrote {len(result.manifests):,} manifest(s) listing {result.num_files:,} files "
+            f"of version [bold]{result.version}[/] under {_escape(result.root)}",
+            soft_wrap=True,
+        )
+        if result.deleted:
+            c.print(f"deleted {len(result.deleted):,} stale manifest(s):")
+            for location in result.deleted:
+                c.print(f"  {_escape(location)}", soft_wrap=True)
+        for warning in result.warnings:
+            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+
+    def downgrade(self, result: DowngradeResult) -> None:
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        c = self.console
+        if not result.dropped_features:
+            what = "deletion vectors" + (
+                " or checkpointProtection" if result.truncate_history else ""
+            )
+            c.print(
+                f"nothing to downgrade at version {result.read_version}: the table does not "
+                f"support {what}"
+            )
+            return
+        dropped = ", ".join(result.dropped_features)
+        if result.dry_run:
+            c.print(f"[bold]dry run[/] against version {result.read_version}: nothing written")
+        elif result.version is not None:
+            c.print(f"dropped {dropped}: committed version [bold]{result.version}[/]")
+        else:
+            c.print(f"{dropped} not dropped yet (version {result.read_version})")
+        c.print(
+            f"protocol {_protocol(result.protocol_before)} -> {_protocol(result.protocol_after)}",
+            soft_wrap=True,
+        )
+        t = Table(title="Plan" if result.dry_run else "Steps", title_justify="left")
+        for name in ("step", "version", "detail"):
+            t.add_column(name, overflow="fold")
+        for step in result.steps:
+            version = "" if step.version is None else str(step.version)
+            t.add_row(step.action, version, _escape(step.detail))
+        c.print(t)
+        if result.dry_run and result.files_to_rewrite:
+            paths = result.files_to_rewrite
+            c.print(f"files to rewrite ({len(paths):,}):")
+            for path in paths[:_LISTED_FILES]:
+                c.print(f"  {_escape(path)}", soft_wrap=True)
+            if len(paths) > _LISTED_FILES:
+                c.print(f"  ... and {len(paths) - _LISTED_FILES:,} more (--json lists all)")
+        if result.deleted_log_files:
+            verb = "would delete" if result.dry_run else "deleted"
+            boundary = result.history_boundary
+            start = f"version {boundary}" if boundary is not None else "the new boundary"
+            c.print(
+                f"{verb} {len(result.deleted_log_files):,} log files; history starts at {start}",
+                soft_wrap=True,
+            )
+        for warning in result.warnings:
+            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+
+
+def _protocol(p: dict[str, Any]) -> str:
+    text = f"{p['minReaderVersion']}/{p['minWriterVersion']}"
+    features = sorted(set(p.get("readerFeatures") or []) | set(p.get("writerFeatures") or []))
+    return f"{text} ({', '.join(features)})" if features else text
 
 
 def _escape(text: str) -> str:

@@ -12,7 +12,12 @@ from dvtool.core.features import (
     WRITE_OPERATIONS,
     WRITE_SUPPORTED,
     WriteOperation,
+    dependent_features,
+    normalized_protocol,
+    protocol_features,
+    reader_features,
     require_writable,
+    without_features,
     writer_features,
 )
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
@@ -201,3 +206,148 @@ def test_golden_table_with_append_only_feature_but_no_property() -> None:
 def test_golden_tables_are_writable(name: str) -> None:
     proto, metadata = _golden_protocol_and_metadata(name)
     require_writable(proto, metadata, "OPTIMIZE")
+
+
+# -- protocol normalisation ------------------------------------------------------------------
+
+
+def p(
+    reader: int, writer: int, rf: list[str] | None = None, wf: list[str] | None = None
+) -> Protocol:
+    return Protocol(
+        reader, writer, None if rf is None else tuple(rf), None if wf is None else tuple(wf)
+    )
+
+
+def as_json(protocol: Protocol) -> dict[str, object]:
+    return protocol.to_json()
+
+
+@pytest.mark.parametrize(
+    ("before", "remove", "add", "after"),
+    [
+        # Delta Spark's DV tables: nothing else remains.
+        (p(3, 7, ["deletionVectors"], ["deletionVectors"]), ["deletionVectors"], [], p(1, 1)),
+        (
+            p(3, 7, ["deletionVectors"], ["deletionVectors"]),
+            ["deletionVectors"],
+            ["checkpointProtection"],
+            p(1, 7, None, ["checkpointProtection"]),
+        ),
+        # `dvtool enable` on a 1/2 table lists the legacy features explicitly.
+        (
+            p(3, 7, ["deletionVectors"], ["appendOnly", "deletionVectors", "invariants"]),
+            ["deletionVectors"],
+            [],
+            p(1, 2),
+        ),
+        (
+            p(3, 7, ["deletionVectors"], ["appendOnly", "deletionVectors", "invariants"]),
+            ["deletionVectors"],
+            ["checkpointProtection"],
+            p(1, 7, None, ["appendOnly", "checkpointProtection", "invariants"]),
+        ),
+        # Not all of 1/4's features: the table features form, writer features only.
+        (
+            p(3, 7, ["deletionVectors"], ["changeDataFeed", "deletionVectors"]),
+            ["deletionVectors"],
+            [],
+            p(1, 7, None, ["changeDataFeed"]),
+        ),
+        # Column mapping alone is reader version 2 (implied for readers), writer features 7.
+        (
+            p(3, 7, ["columnMapping", "deletionVectors"], ["columnMapping", "deletionVectors"]),
+            ["deletionVectors"],
+            ["checkpointProtection"],
+            p(2, 7, None, ["checkpointProtection", "columnMapping"]),
+        ),
+        # Another reader-writer feature keeps reader version 3 with its list.
+        (
+            p(3, 7, ["deletionVectors", "timestampNtz"], ["deletionVectors", "timestampNtz"]),
+            ["deletionVectors"],
+            [],
+            p(3, 7, ["timestampNtz"], ["timestampNtz"]),
+        ),
+        (
+            p(
+                3,
+                7,
+                ["columnMapping", "deletionVectors", "v2Checkpoint"],
+                ["columnMapping", "deletionVectors", "domainMetadata", "v2Checkpoint"],
+            ),
+            ["deletionVectors"],
+            [],
+            p(
+                3,
+                7,
+                ["columnMapping", "v2Checkpoint"],
+                ["columnMapping", "domainMetadata", "v2Checkpoint"],
+            ),
+        ),
+        # Exactly a legacy set again: back to the legacy form.
+        (
+            p(
+                2,
+                7,
+                None,
+                [
+                    "appendOnly",
+                    "changeDataFeed",
+                    "checkConstraints",
+                    "checkpointProtection",
+                    "columnMapping",
+                    "generatedColumns",
+                    "invariants",
+                ],
+            ),
+            ["checkpointProtection"],
+            [],
+            p(2, 5),
+        ),
+        # Delta's own example: removing invariants from 1/3.
+        (p(1, 3), ["invariants"], [], p(1, 7, None, ["appendOnly", "checkConstraints"])),
+        (p(2, 5), ["columnMapping"], [], p(1, 4)),
+        (p(1, 2), [], [], p(1, 2)),
+        # A reader-writer feature dvtool does not know keeps its kind.
+        (
+            p(3, 7, ["deletionVectors", "futureFeature"], ["deletionVectors", "futureFeature"]),
+            ["deletionVectors"],
+            [],
+            p(3, 7, ["futureFeature"], ["futureFeature"]),
+        ),
+    ],
+)
+def test_without_features_normalises(
+    before: Protocol, remove: list[str], add: list[str], after: Protocol
+) -> None:
+    result = without_features(before, remove, add=add)
+    assert as_json(result) == as_json(after)
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [p(1, 1), p(1, 2), p(1, 3), p(1, 4), p(2, 5), p(1, 6), p(2, 6)],
+)
+def test_legacy_protocols_are_already_normal(protocol: Protocol) -> None:
+    features, readers = protocol_features(protocol)
+    assert as_json(normalized_protocol(features, readers)) == as_json(protocol)
+    assert as_json(without_features(protocol, [])) == as_json(protocol)
+
+
+def test_normalised_protocol_describes_the_same_features() -> None:
+    names = ["appendOnly", "columnMapping", "identityColumns", "timestampNtz", "rowTracking"]
+    result = normalized_protocol(names)
+    assert result.min_reader_version == 3 and result.min_writer_version == 7
+    assert set(writer_features(result)) == set(names)
+    assert set(reader_features(result)) == {"columnMapping", "timestampNtz"}
+    assert normalized_protocol([]).to_json() == {"minReaderVersion": 1, "minWriterVersion": 1}
+
+
+def test_dependent_features() -> None:
+    protocol = p(3, 7, ["columnMapping"], ["columnMapping", "icebergCompatV2", "domainMetadata"])
+    assert dependent_features(protocol, "columnMapping") == ["icebergCompatV2"]
+    assert dependent_features(protocol, "domainMetadata") == []
+    assert (
+        dependent_features(p(3, 7, ["deletionVectors"], ["deletionVectors"]), "deletionVectors")
+        == []
+    )
