@@ -43,7 +43,8 @@ dvtool relies on and tests check point by point:
   which is only correct while no other process writes the table.
 - Whole-file writes. `write` (new, uniquely named files) and `write_atomic_replace` (files
   that are replaced, such as `_last_checkpoint`) never let a reader see half a file: temp
-  file + fsync + `os.replace` on disk, a single PUT on object stores. Local writes create
+  file + fsync + `os.replace` on disk, a single PUT on object stores. A replaced local file
+  loses its stale Hadoop checksum file (`.<name>.crc`). Local writes create
   missing parent directories.
 - Idempotent delete. `delete` of a missing file is not an error; `delete_many` deletes in
   bulk where the backend can.
@@ -388,11 +389,18 @@ class Storage:
         self.write_atomic_replace(location, data)
 
     def write_atomic_replace(self, location: str, data: bytes) -> None:
-        """Create or replace a file so that readers see the old or the new bytes, never a mix."""
+        """Create or replace a file so that readers see the old or the new bytes, never a mix.
+
+        On local disk a Hadoop checksum file of the old bytes (`.<name>.crc`, left by Spark's
+        local file system) is removed too: Hadoop readers would reject the new bytes with it.
+        """
         path = self._fs_path(location)
         with _backend_errors(location, "write", missing=False):
             if self._local:
                 _local_replace(path, data)
+                head, name = os.path.split(path)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(head, f".{name}.crc"))
             else:
                 self._fs.pipe_file(path, data)
 

@@ -179,11 +179,12 @@ class TestEncodeForLog:
     @settings(max_examples=300, deadline=None)
     @given(
         st.lists(
+            # "." and ".." are dot segments, not names: no writer puts them in a file path
             st.text(
                 st.characters(exclude_categories=["Cs"], exclude_characters="/"),
                 min_size=1,
                 max_size=12,
-            ),
+            ).filter(lambda segment: segment not in (".", "..")),
             min_size=1,
             max_size=4,
         ).map("/".join)
@@ -664,3 +665,16 @@ class TestS3Moto:
         assert s3.list_dir(s3.join("_delta_log")) == []
         s3.delete_many([location, s3.join("missing.bin")])
         assert not s3.exists(location)
+
+
+def test_replace_removes_stale_hadoop_checksum(tmp_path: Path) -> None:
+    """Spark's local file system keeps `.<name>.crc` beside files it wrote; after we replace
+    `_last_checkpoint` that checksum would no longer match, so it goes."""
+    storage = Storage.for_table(str(tmp_path))
+    target = tmp_path / "_last_checkpoint"
+    target.write_bytes(b'{"version":1}')
+    crc = tmp_path / "._last_checkpoint.crc"
+    crc.write_bytes(b"crc of the old bytes")
+    storage.write_atomic_replace(storage.join("_last_checkpoint"), b'{"version":2}')
+    assert target.read_bytes() == b'{"version":2}'
+    assert not crc.exists()
