@@ -84,7 +84,9 @@ def main() -> None:
     for name, value in medians.items():
         print(f"  {name:42s} median {value:6.3f} s  (min {min(times[name]):.3f})")
     for scope in ("process", "in process"):
-        ours = medians[f"dvtool {'inspect --json' if scope == 'process' else 'run_inspect'} ({scope})"]
+        ours = medians[
+            f"dvtool {'inspect --json' if scope == 'process' else 'run_inspect'} ({scope})"
+        ]
         theirs = medians[f"deltalake get_add_actions ({scope})"]
         print(f"ratio dvtool/deltalake ({scope}): {ours / theirs:.2f}  (target <= 1.5)")
 
