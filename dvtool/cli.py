@@ -8,14 +8,21 @@ with the traceback shown under `-v`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dvtool import __version__
 from dvtool.errors import DvtoolError, UsageError
+
+if TYPE_CHECKING:
+    from dvtool.engines.base import Engine
+    from dvtool.log.reader import DeltaLog
+
+EngineFactory = Callable[[int], "Engine"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 INTERNAL_ERROR_EXIT = 70
@@ -43,20 +50,41 @@ def _storage_options(values: Sequence[str]) -> dict[str, str]:
     return _key_values(values, "--storage-option")
 
 
-def table_options(fn: F) -> F:
-    """The TABLE argument and storage options every subcommand takes."""
-    fn = click.option(
+def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The TABLE argument and storage options; the command receives the opened `log`."""
+
+    @functools.wraps(fn)
+    def opened(*args: Any, table: str, storage_options: Sequence[str], **kwargs: Any) -> Any:
+        from dvtool.log.reader import open_log
+
+        return fn(*args, log=open_log(table, _storage_options(storage_options)), **kwargs)
+
+    wrapped = click.option(
         "--storage-option",
         "storage_options",
         multiple=True,
         metavar="KEY=VALUE",
         help="Option for the storage backend (credentials, endpoint_url, ...). Repeatable.",
-    )(fn)
-    return click.argument("table")(fn)
+    )(opened)
+    return click.argument("table")(wrapped)
 
 
-def engine_options(fn: F) -> F:
-    """--engine and the Spark options shared by commands that scan or rewrite data files."""
+def engine_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--engine and the Spark options; the command receives `engine_for(bytes) -> Engine`."""
+
+    @functools.wraps(fn)
+    def chosen(
+        *args: Any,
+        engine: str,
+        spark_master: str | None,
+        spark_remote: str | None,
+        spark_conf: Sequence[str],
+        spark_threshold: int,
+        **kwargs: Any,
+    ) -> Any:
+        factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
+        return fn(*args, engine_for=factory, **kwargs)
+
     options = [
         click.option(
             "--engine",
@@ -89,9 +117,10 @@ def engine_options(fn: F) -> F:
             help="With --engine auto, use Spark above this many bytes of data files.",
         ),
     ]
+    wrapped: Callable[..., Any] = chosen
     for option in reversed(options):
-        fn = option(fn)
-    return fn
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def _engine_factory(
@@ -100,7 +129,7 @@ def _engine_factory(
     spark_remote: str | None,
     spark_conf: Sequence[str],
     spark_threshold: int,
-) -> Callable[[int], Any]:
+) -> EngineFactory:
     from dvtool.engines import SparkSettings, choose_engine
 
     settings = SparkSettings.from_options(
@@ -191,8 +220,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 )
 @json_option
 def inspect(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     version: int | None,
     timestamp: int | None,
     files: bool,
@@ -204,7 +232,6 @@ def inspect(
 ) -> None:
     """Show a table, its files, its deletion vectors and their health."""
     from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     request = InspectRequest(
@@ -217,7 +244,6 @@ def inspect(
         count_rows=count_rows,
     )
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
     with renderer.progress("verifying") as progress:
         result = run_inspect(log, request, progress)
     renderer.inspect(result)
@@ -227,13 +253,12 @@ def inspect(
 @cli.command()
 @table_options
 @json_option
-def enable(table: str, storage_options: Sequence[str], as_json: bool) -> None:
+def enable(log: DeltaLog, as_json: bool) -> None:
     """Turn deletion vectors on (protocol 3/7 and delta.enableDeletionVectors=true)."""
     from dvtool.commands.enable import run_enable
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
-    result = run_enable(open_log(table, _storage_options(storage_options)))
+    result = run_enable(log)
     Renderer(as_json).enable(result)
 
 
@@ -251,33 +276,24 @@ def enable(table: str, storage_options: Sequence[str], as_json: bool) -> None:
 @engine_options
 @json_option
 def delete(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     where: str,
     mode: str,
     dry_run: bool,
-    engine: str,
-    spark_master: str | None,
-    spark_remote: str | None,
-    spark_conf: Sequence[str],
-    spark_threshold: int,
+    engine_for: EngineFactory,
     as_json: bool,
 ) -> None:
     """Delete the rows matching --where (merge-on-read with deletion vectors)."""
     from dvtool.commands.delete import DeleteRequest, run_delete
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
     with renderer.progress("scanning") as progress:
         result = run_delete(
             log,
             DeleteRequest(where, mode, dry_run),
             progress=progress,
-            engine_for=_engine_factory(
-                engine, spark_master, spark_remote, spark_conf, spark_threshold
-            ),
+            engine_for=engine_for,
         )
     renderer.delete(result)
 
@@ -310,32 +326,24 @@ def delete(
 @engine_options
 @json_option
 def optimize(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     purge: bool,
     min_deleted_ratio: float | None,
     target_size: int | None,
     where: str | None,
     dry_run: bool,
     batch_size: int | None,
-    engine: str,
-    spark_master: str | None,
-    spark_remote: str | None,
-    spark_conf: Sequence[str],
-    spark_threshold: int,
+    engine_for: EngineFactory,
     as_json: bool,
 ) -> None:
     """Purge DVs by rewriting files (--purge), or compact small files."""
     from dvtool.commands.optimize import OptimizeRequest, run_optimize
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run, batch_size)
-    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
     with renderer.progress("rewriting") as progress:
-        result = run_optimize(log, request, factory, progress)
+        result = run_optimize(log, request, engine_for, progress)
     renderer.optimize(result)
 
 
@@ -364,8 +372,7 @@ def optimize(
 )
 @json_option
 def vacuum(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     retain: str | None,
     dry_run: bool,
     lite: bool,
@@ -374,12 +381,10 @@ def vacuum(
 ) -> None:
     """Delete files the table no longer needs (data, DV and change data files)."""
     from dvtool.commands.vacuum import VacuumRequest, parse_duration, run_vacuum
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     retain_ms = parse_duration(retain) if retain is not None else None
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
     with renderer.progress("deleting") as progress:
         result = run_vacuum(log, VacuumRequest(retain_ms, dry_run, lite, force), progress)
     renderer.vacuum(result)
@@ -397,26 +402,18 @@ def vacuum(
 @engine_options
 @json_option
 def generate_manifest(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     purge_first: bool,
-    engine: str,
-    spark_master: str | None,
-    spark_remote: str | None,
-    spark_conf: Sequence[str],
-    spark_threshold: int,
+    engine_for: EngineFactory,
     as_json: bool,
 ) -> None:
     """Write symlink manifests (_symlink_format_manifest) for Presto, Trino and Athena."""
     from dvtool.commands.manifest import run_generate_manifest
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
-    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
     with renderer.progress("purging") as progress:
-        result = run_generate_manifest(log, purge_first, factory, progress)
+        result = run_generate_manifest(log, purge_first, engine_for, progress)
     renderer.manifest(result)
 
 
@@ -438,30 +435,22 @@ def generate_manifest(
 @engine_options
 @json_option
 def downgrade(
-    table: str,
-    storage_options: Sequence[str],
+    log: DeltaLog,
     truncate_history: bool,
     force: bool,
     dry_run: bool,
-    engine: str,
-    spark_master: str | None,
-    spark_remote: str | None,
-    spark_conf: Sequence[str],
-    spark_threshold: int,
+    engine_for: EngineFactory,
     as_json: bool,
 ) -> None:
     """Drop deletion vectors (the deletionVectors table feature) from a table."""
     from dvtool.commands.downgrade import HistoryRetentionError, run_downgrade
-    from dvtool.log.reader import open_log
     from dvtool.render import Renderer
 
     renderer = Renderer(as_json)
-    log = open_log(table, _storage_options(storage_options))
-    factory = _engine_factory(engine, spark_master, spark_remote, spark_conf, spark_threshold)
     with renderer.progress("rewriting") as progress:
         try:
             result = run_downgrade(
-                log, truncate_history, dry_run, force, factory, progress=progress
+                log, truncate_history, dry_run, force, engine_for, progress=progress
             )
         except HistoryRetentionError as e:
             if as_json:

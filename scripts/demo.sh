@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: installs dvtool into a virtual environment, writes a
 # small sample Delta table to ./sample-table on local disk, enables deletion vectors on it,
-# deletes rows by writing DVs, and inspects and verifies the result.
+# deletes rows by writing DVs, inspects and verifies the result, purges the DVs by rewriting
+# the files, and vacuums the files no longer needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${DVTOOL_VENV:-.venv}"
@@ -23,7 +24,15 @@ echo "== dvtool delete $table --where \"id % 10 = 3\""
 "$dvtool" delete "$table" --where "id % 10 = 3"
 echo "== dvtool delete $table --where \"region = 'apac' AND amount > 1000\""
 "$dvtool" delete "$table" --where "region = 'apac' AND amount > 1000"
-echo "== dvtool inspect $table --files --verify"
+echo "== dvtool inspect $table --files --verify   (before the purge)"
 "$dvtool" inspect "$table" --files --verify
+echo "== dvtool optimize $table --purge"
+"$dvtool" optimize "$table" --purge
+echo "== dvtool inspect $table --verify   (after the purge: no DVs left)"
+"$dvtool" inspect "$table" --verify
+echo "== dvtool vacuum $table --retain 0h --force --dry-run   (a demo table: no readers to protect)"
+"$dvtool" vacuum "$table" --retain 0h --force --dry-run
+echo "== dvtool vacuum $table --retain 0h --force"
+"$dvtool" vacuum "$table" --retain 0h --force
 echo "== dvtool inspect $table --history"
 "$dvtool" inspect "$table" --history
