@@ -182,6 +182,8 @@ class Storage:
         self._fs = fs
         self._root_path = root_path
         self._scheme = scheme
+        self.options: dict[str, str] = {}
+        """The options `for_table` was given, so another process can open the same storage."""
         self.protocol: str = _SCHEMES[scheme][0]
         self._local = self.protocol == "file"
         self._bucket = root_path.lstrip("/").partition("/")[0]
@@ -207,19 +209,23 @@ class Storage:
         if scheme == "file":
             root = _local_abspath(_file_uri_to_path(uri) if _scheme_of(uri) else uri)
             fs = _make_fs(uri, lambda: fsspec.filesystem("file", **kwargs))
-            return cls(fs, root, scheme="file", unsafe_single_writer=unsafe_single_writer)
+            storage = cls(fs, root, scheme="file", unsafe_single_writer=unsafe_single_writer)
+            storage.options = dict(options or {})
+            return storage
         _require_backend(uri, scheme)
         fs, path = _make_fs(uri, lambda: fsspec.core.url_to_fs(uri, **kwargs))
         if not path.strip("/"):
             raise StorageError(f"{uri} names no bucket or container; give scheme://bucket/path")
         authority = urlsplit(uri).netloc
-        return cls(
+        storage = cls(
             fs,
             path.rstrip("/") or "/",
             scheme=scheme,
             authority=authority,
             unsafe_single_writer=unsafe_single_writer,
         )
+        storage.options = dict(options or {})
+        return storage
 
     def __repr__(self) -> str:
         return f"Storage({self.root!r})"

@@ -1,0 +1,347 @@
+"""Test helpers for the Spark engine: local Spark servers, and a runner for a child process.
+
+- `start_standalone(workdir)` starts a standalone master and one worker (1 core, 1 GiB) on
+  127.0.0.1 with free ports and waits until the master's JSON page shows the worker ALIVE.
+- `start_connect(workdir)` starts a Spark Connect server (`SparkConnectServer` through
+  `spark-submit`, master `local[1]`) on 127.0.0.1 and waits until its port accepts.
+- `Server.stop()` kills a server's process group by its id (SIGTERM, then SIGKILL).
+- `table_scan(root)` gives the TableLayout and ScanFiles of a Delta table, as `dvtool delete`
+  builds them (current DVs loaded).
+- `python -m tests.engines.spark_cluster SPEC.json` runs `SparkEngine.find_matches` and
+  `rewrite` in a fresh process (one classic Spark session per process, and a Connect client
+  switches PySpark into Connect mode for the whole process) and prints the results as JSON.
+
+Everything binds to 127.0.0.1. The servers run the pip-installed PySpark (SPARK_HOME is the
+pyspark package directory) and, as Python workers, this interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyspark
+from pyroaring import BitMap64
+
+from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.dvstore import DVStore
+from dvtool.engines import SparkSettings
+from dvtool.engines.base import RewriteBin, RewriteInput, ScanFile, TableLayout
+from dvtool.log.reader import open_log
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+LOCALHOST = "127.0.0.1"
+# Driver settings for every test session: loopback only, no UI, small and quiet.
+DRIVER_CONF = {
+    "spark.driver.host": LOCALHOST,
+    "spark.driver.bindAddress": LOCALHOST,
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOCALHOST, 0))
+        return int(s.getsockname()[1])
+
+
+def spark_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=str(SPARK_HOME),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP=LOCALHOST,
+        SPARK_LOCAL_HOSTNAME=LOCALHOST,
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+    )
+    return env
+
+
+@dataclass
+class Server:
+    """A server process started in its own process group."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    url: str = ""
+    extra: list[Server] = field(default_factory=list)
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        """Kill the process group of this server (and of the servers it brought along)."""
+        for server in [*self.extra, self]:
+            _kill_group(server.process)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+    else:
+        # The leader is gone; its children (executors, python workers) may not be.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _spawn(name: str, args: list[str], workdir: Path) -> Server:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / f"{name}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            env=spark_env(),
+            start_new_session=True,
+        )
+    return Server(name, process, log)
+
+
+def _wait(server: Server, ready: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited: {server.log_tail()}")
+        with contextlib.suppress(OSError, ValueError):
+            if ready():
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"{server.name}: no {what} after {timeout}s: {server.log_tail()}")
+
+
+def start_standalone(workdir: Path, timeout: float = 120) -> Server:
+    """A standalone master with one ALIVE worker; `url` is `spark://127.0.0.1:PORT`."""
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    port, webui, worker_ui = free_port(), free_port(), free_port()
+    master = _spawn(
+        "master",
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            LOCALHOST,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(webui),
+        ],
+        workdir,
+    )
+    master.url = f"spark://{LOCALHOST}:{port}"
+    try:
+        worker = _spawn(
+            "worker",
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                master.url,
+                "--host",
+                LOCALHOST,
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(worker_ui),
+                "--work-dir",
+                str(workdir / "work"),
+            ],
+            workdir,
+        )
+        master.extra.append(worker)
+
+        def alive() -> bool:
+            page = f"http://{LOCALHOST}:{webui}/json/"
+            with urllib.request.urlopen(page, timeout=2) as response:
+                state = json.load(response)
+            return any(w.get("state") == "ALIVE" for w in state.get("workers", []))
+
+        _wait(master, alive, timeout, "ALIVE worker")
+    except BaseException:
+        master.stop()
+        raise
+    return master
+
+
+def start_connect(workdir: Path, timeout: float = 120) -> Server:
+    """A Spark Connect server (master local[1]); `url` is `sc://127.0.0.1:PORT`."""
+    port = free_port()
+    conf = {
+        **DRIVER_CONF,
+        "spark.connect.grpc.binding.address": LOCALHOST,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+    args = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name",
+        "dvtool-test-connect",
+        "--master",
+        "local[1]",
+    ]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    server = _spawn("connect", args, workdir)
+    server.url = f"sc://{LOCALHOST}:{port}"
+
+    def listening() -> bool:
+        with socket.create_connection((LOCALHOST, port), timeout=1):
+            return True
+
+    try:
+        _wait(server, listening, timeout, f"listener on port {port}")
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+
+def table_scan(root: str | Path) -> tuple[TableLayout, list[ScanFile], dict[str, str]]:
+    """The layout, live files (with their current DVs) and configuration of a Delta table."""
+    log = open_log(str(root))
+    snapshot = log.snapshot()
+    layout = TableLayout(
+        log.storage,
+        snapshot.schema,
+        snapshot.metadata.partition_columns,
+        snapshot.column_mapping_mode,
+    )
+    store = DVStore(log.storage)
+    files = []
+    columns = ["path", "partitionValues", "numRecords", "deletionVector"]
+    for row in snapshot.files.select(columns).to_pylist():
+        deleted = None
+        if row["deletionVector"] is not None:
+            descriptor = DeletionVectorDescriptor.from_json(row["deletionVector"])
+            deleted = store.load(descriptor, data_file=row["path"], num_records=row["numRecords"])
+        files.append(
+            ScanFile(
+                row["path"],
+                log.storage.resolve(row["path"]),
+                dict(row["partitionValues"] or []),
+                row["numRecords"],
+                deleted,
+            )
+        )
+    files.sort(key=lambda f: f.path)
+    return layout, files, dict(snapshot.metadata.configuration)
+
+
+def bins_from_json(layout: TableLayout, spec: list[dict[str, Any]]) -> list[RewriteBin]:
+    """Bins from `{directory, partition_values, inputs: [{path, drop}]}` (drop: row list)."""
+    bins = []
+    for b in spec:
+        inputs = tuple(
+            RewriteInput(
+                i["path"],
+                layout.storage.resolve(i["path"]),
+                None if i.get("drop") is None else BitMap64(i["drop"]),
+            )
+            for i in b["inputs"]
+        )
+        bins.append(RewriteBin(inputs, b["directory"], b["partition_values"]))
+    return bins
+
+
+# -- child process runner --------------------------------------------------------------------
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the engine as `spec` says; bitmaps come back as row lists, files as dicts."""
+    from dvtool.engines.spark import SparkEngine
+    from dvtool.predicate import Predicate
+
+    settings = SparkSettings(
+        master=spec.get("master"), remote=spec.get("remote"), conf=spec.get("conf", {})
+    )
+    engine = SparkEngine(settings)
+    out: dict[str, Any] = {"matches": {}, "written": None, "progress": {}}
+    begun = time.monotonic()
+    try:
+        layout, files, configuration = table_scan(spec["table"])
+        for sql in spec.get("predicates", []):
+            predicate = Predicate.parse(
+                sql, layout.schema, layout.partition_columns, layout.column_mapping_mode
+            )
+            steps: list[int] = []
+            started = time.monotonic()
+            found = engine.find_matches(layout, files, predicate, steps.append)
+            out["matches"][sql] = [sorted(b) for b in found]
+            out["progress"][sql] = [sum(steps), round(time.monotonic() - started, 2)]
+        if spec.get("bins"):
+            bins = bins_from_json(layout, spec["bins"])
+            started = time.monotonic()
+            written = engine.rewrite(layout, configuration, bins)
+            out["written"] = [None if w is None else w.__dict__ for w in written]
+            out["rewrite_seconds"] = round(time.monotonic() - started, 2)
+    finally:
+        engine.stop()
+    out["seconds"] = round(time.monotonic() - begun, 2)
+    return out
+
+
+def run_in_child(spec: dict[str, Any], workdir: Path, timeout: float = 240) -> dict[str, Any]:
+    """`run_spec(spec)` in a new Python process; its JSON result."""
+    path = workdir / "spec.json"
+    path.write_text(json.dumps(spec))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.engines.spark_cluster", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=spark_env(),
+        timeout=timeout,
+        check=False,
+    )
+    marker = "DVTOOL-RESULT "
+    lines = [line for line in done.stdout.splitlines() if line.startswith(marker)]
+    if done.returncode != 0 or not lines:
+        raise AssertionError(
+            f"child exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\n"
+            f"stderr:\n{done.stderr[-6000:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1][len(marker) :])
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    result = run_spec(spec)
+    print("DVTOOL-RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
