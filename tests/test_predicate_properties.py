@@ -25,6 +25,7 @@ is TRUE nor ALL when one is not, and are exact for partition-only predicates.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -36,9 +37,9 @@ from decimal import Decimal
 from typing import Any
 
 import polars as pl
-import pytest
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,8 +125,6 @@ def _key(x: Any) -> tuple[int, Any]:
     """Spark's ordering: NaN equals NaN and is above every number."""
     if isinstance(x, float) and math.isnan(x):
         return (1, 0)
-    if isinstance(x, Decimal):
-        return (0, x)
     return (0, x)
 
 
@@ -274,7 +273,15 @@ def nonconstant(expr: Node, name: str, kind: str) -> Node:
 
 LITERAL_KINDS = {"int": ints, "float": floats, "dec": decimals, "str": strings, "date": dates}
 LITERAL_KINDS |= {"ts": timestamps, "bool": st.booleans()}
-COLUMN_OF = {"int": "i", "float": "f", "dec": "dec", "str": "s", "date": "d", "ts": "ts", "bool": "b"}
+COLUMN_OF = {
+    "int": "i",
+    "float": "f",
+    "dec": "dec",
+    "str": "s",
+    "date": "d",
+    "ts": "ts",
+    "bool": "b",
+}
 
 
 @st.composite
@@ -294,36 +301,61 @@ def _int_arith(draw: st.DrawFn, depth: int) -> Node:
     op = draw(st.sampled_from(["+", "-", "*", "%"]))
     b = draw(value_expr("int", depth))
     if op == "%":
-        return node(f"({a.spark} % {b.spark})", None, lambda r: ref_remainder(a.ref(r), b.ref(r)), "int", a, b)
+        return node(
+            f"({a.spark} % {b.spark})",
+            None,
+            lambda r: ref_remainder(a.ref(r), b.ref(r)),
+            "int",
+            a,
+            b,
+        )
     fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
     text = f"({a.spark} {op} {b.spark})"
-    return node(text, f"({a.polars} {op} {b.polars})", lambda r: strict(fn)(a.ref(r), b.ref(r)), "int", a, b)
+    return node(
+        text, f"({a.polars} {op} {b.polars})", lambda r: strict(fn)(a.ref(r), b.ref(r)), "int", a, b
+    )
 
 
 def _int_unary(draw: st.DrawFn, depth: int) -> Node:
     a = draw(value_expr("int", depth))
     which = draw(st.sampled_from(["neg", "abs", "coalesce"]))
     if which == "neg":
-        return node(f"(- {a.spark})", f"(- {a.polars})", lambda r: strict(lambda x: -x)(a.ref(r)), "int", a)
+        return node(
+            f"(- {a.spark})", f"(- {a.polars})", lambda r: strict(lambda x: -x)(a.ref(r)), "int", a
+        )
     if which == "abs":
-        return node(f"abs({a.spark})", f"abs({a.polars})", lambda r: strict(abs)(a.ref(r)), "int", a)
+        return node(
+            f"abs({a.spark})", f"abs({a.polars})", lambda r: strict(abs)(a.ref(r)), "int", a
+        )
     k = draw(ints)
     ref = lambda r: k if a.ref(r) is None else a.ref(r)  # noqa: E731
-    return node(f"coalesce({a.spark}, {literal('int', k).spark})", f"coalesce({a.polars}, {literal('int', k).polars})", ref, "int", a)
+    return node(
+        f"coalesce({a.spark}, {literal('int', k).spark})",
+        f"coalesce({a.polars}, {literal('int', k).polars})",
+        ref,
+        "int",
+        a,
+    )
 
 
 def _int_from_other(draw: st.DrawFn, depth: int) -> Node:
-    which = draw(st.sampled_from(["length", "year", "month", "day", "cast_string", "cast_dec", "cast_float"]))
+    which = draw(
+        st.sampled_from(["length", "year", "month", "day", "cast_string", "cast_dec", "cast_float"])
+    )
     if which == "length":
         s = draw(value_expr("str", depth))
-        return node(f"length({s.spark})", f"length({s.polars})", lambda r: strict(len)(s.ref(r)), "int", s)
+        return node(
+            f"length({s.spark})", f"length({s.polars})", lambda r: strict(len)(s.ref(r)), "int", s
+        )
     if which in ("year", "month", "day"):
         d = draw(value_expr("date", depth))
         ref = lambda r: strict(lambda x: getattr(x, which))(d.ref(r))  # noqa: E731
         return node(f"{which}({d.spark})", f"{which}({d.polars})", ref, "int", d)
     if which == "cast_string":
         s = nonconstant(draw(value_expr("str", depth)), "s", "str")
-        return node(f"CAST({s.spark} AS BIGINT)", None, lambda r: ref_string_to_long(s.ref(r)), "int", s)
+        return node(
+            f"CAST({s.spark} AS BIGINT)", None, lambda r: ref_string_to_long(s.ref(r)), "int", s
+        )
     if which == "cast_dec":
         m = draw(value_expr("dec", depth))
         return node(f"CAST({m.spark} AS INT)", None, lambda r: strict(int)(m.ref(r)), "int", m)
@@ -339,16 +371,40 @@ def _float_expr(draw: st.DrawFn, depth: int) -> Node:
     which = draw(st.sampled_from(["arith", "divide", "cast"]))
     if which == "cast":
         a = draw(value_expr("int", depth))
-        return node(f"CAST({a.spark} AS DOUBLE)", f"CAST({a.polars} AS DOUBLE)", lambda r: strict(float)(a.ref(r)), "float", a)
+        return node(
+            f"CAST({a.spark} AS DOUBLE)",
+            f"CAST({a.polars} AS DOUBLE)",
+            lambda r: strict(float)(a.ref(r)),
+            "float",
+            a,
+        )
     a = draw(value_expr(draw(st.sampled_from(["int", "float"])), depth))
     b = draw(value_expr(draw(st.sampled_from(["int", "float"])), depth))
     if which == "divide":
-        return node(f"({a.spark} / {b.spark})", None, lambda r: ref_divide(a.ref(r), b.ref(r)), "float", a, b)
+        return node(
+            f"({a.spark} / {b.spark})",
+            None,
+            lambda r: ref_divide(a.ref(r), b.ref(r)),
+            "float",
+            a,
+            b,
+        )
     op = draw(st.sampled_from(["+", "-", "*"]))
-    fn = {"+": lambda x, y: float(x) + float(y), "-": lambda x, y: float(x) - float(y), "*": lambda x, y: float(x) * float(y)}[op]
+    fn = {
+        "+": lambda x, y: float(x) + float(y),
+        "-": lambda x, y: float(x) - float(y),
+        "*": lambda x, y: float(x) * float(y),
+    }[op]
     if "float" not in (a.kind, b.kind):
         a = node(f"CAST({a.spark} AS DOUBLE)", f"CAST({a.polars} AS DOUBLE)", a.ref, "float", a)
-    return node(f"({a.spark} {op} {b.spark})", f"({a.polars} {op} {b.polars})", lambda r: strict(fn)(a.ref(r), b.ref(r)), "float", a, b)
+    return node(
+        f"({a.spark} {op} {b.spark})",
+        f"({a.polars} {op} {b.polars})",
+        lambda r: strict(fn)(a.ref(r), b.ref(r)),
+        "float",
+        a,
+        b,
+    )
 
 
 def _dec_expr(draw: st.DrawFn, depth: int) -> Node:
@@ -365,22 +421,47 @@ def _str_expr(draw: st.DrawFn, depth: int) -> Node:
     which = draw(st.sampled_from(["lower", "upper", "trim", "substring", "concat", "cast_int"]))
     if which in ("lower", "upper"):
         fn = str.lower if which == "lower" else str.upper
-        return node(f"{which}({a.spark})", f"{which}({a.polars})", lambda r: strict(fn)(a.ref(r)), "str", a)
+        return node(
+            f"{which}({a.spark})", f"{which}({a.polars})", lambda r: strict(fn)(a.ref(r)), "str", a
+        )
     if which == "trim":
-        return node(f"trim({a.spark})", f"trim({a.polars})", lambda r: strict(lambda x: x.strip(" "))(a.ref(r)), "str", a)
+        return node(
+            f"trim({a.spark})",
+            f"trim({a.polars})",
+            lambda r: strict(lambda x: x.strip(" "))(a.ref(r)),
+            "str",
+            a,
+        )
     if which == "substring":
         pos = draw(st.integers(-4, 4))
         length = draw(st.one_of(st.none(), st.integers(-1, 4)))
-        args = f"{a.spark}, {literal('int', pos).spark}" + ("" if length is None else f", {literal('int', length).spark}")
+        args = f"{a.spark}, {literal('int', pos).spark}" + (
+            "" if length is None else f", {literal('int', length).spark}"
+        )
         polars_ok = pos > 0 and (length is None or length >= 0)
         polars_args = f"{a.polars}, {pos}" + ("" if length is None else f", {length}")
         ref = lambda r: ref_substring(a.ref(r), pos, length)  # noqa: E731
-        return node(f"substring({args})", f"substring({polars_args})" if polars_ok else None, ref, "str", a)
+        return node(
+            f"substring({args})", f"substring({polars_args})" if polars_ok else None, ref, "str", a
+        )
     if which == "concat":
         b = draw(value_expr("str", depth))
-        return node(f"concat({a.spark}, {b.spark})", None, lambda r: strict(lambda x, y: x + y)(a.ref(r), b.ref(r)), "str", a, b)
+        return node(
+            f"concat({a.spark}, {b.spark})",
+            None,
+            lambda r: strict(lambda x, y: x + y)(a.ref(r), b.ref(r)),
+            "str",
+            a,
+            b,
+        )
     i = draw(value_expr("int", depth))
-    return node(f"CAST({i.spark} AS STRING)", f"CAST({i.polars} AS STRING)", lambda r: strict(str)(i.ref(r)), "str", i)
+    return node(
+        f"CAST({i.spark} AS STRING)",
+        f"CAST({i.polars} AS STRING)",
+        lambda r: strict(str)(i.ref(r)),
+        "str",
+        i,
+    )
 
 
 def _date_expr(draw: st.DrawFn, depth: int) -> Node:
@@ -459,7 +540,9 @@ def between(draw: st.DrawFn, depth: int, focus: str | None = None) -> Node:
     keyword = "NOT BETWEEN" if negate else "BETWEEN"
 
     def ref(r: Row) -> bool | None:
-        inside = ref_and(ref_compare(">=", x.ref(r), lo.ref(r)), ref_compare("<=", x.ref(r), hi.ref(r)))
+        inside = ref_and(
+            ref_compare(">=", x.ref(r), lo.ref(r)), ref_compare("<=", x.ref(r), hi.ref(r))
+        )
         return ref_not(inside) if negate else inside
 
     text = f"({x.spark} {keyword} {lo.spark} AND {hi.spark})"
@@ -510,7 +593,9 @@ def string_test(draw: st.DrawFn, depth: int, focus: str | None = None) -> Node:
     s = draw(value_expr("str", depth))
     which = draw(st.sampled_from(["startswith", "endswith", "contains"]))
     arg = draw(short_strings)
-    fn = {"startswith": str.startswith, "endswith": str.endswith, "contains": str.__contains__}[which]
+    fn = {"startswith": str.startswith, "endswith": str.endswith, "contains": str.__contains__}[
+        which
+    ]
     ref = lambda r: strict(lambda x: fn(x, arg))(s.ref(r))  # noqa: E731
     polars_name = {"startswith": "starts_with", "endswith": "ends_with"}.get(which)
     polars = f"{polars_name}({s.polars}, {sql_string(arg)})" if polars_name else None
@@ -526,7 +611,9 @@ def logic(draw: st.DrawFn, depth: int, focus: str | None = None) -> Node:
     b = draw(predicate(depth, focus))
     fn = ref_and if which == "AND" else ref_or
     ref = lambda r: fn(a.ref(r), b.ref(r))  # noqa: E731
-    return node(f"({a.spark} {which} {b.spark})", f"({a.polars} {which} {b.polars})", ref, "bool", a, b)
+    return node(
+        f"({a.spark} {which} {b.spark})", f"({a.polars} {which} {b.polars})", ref, "bool", a, b
+    )
 
 
 def ordered_kind(focus: str | None) -> st.SearchStrategy[str]:
@@ -669,7 +756,7 @@ def files_of(data: list[Row], partition: str | None, draw: st.DrawFn) -> list[li
         return list(groups.values())
     cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=2)))
     bounds = [0, *cuts, len(data)]
-    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [list(range(a, b)) for a, b in itertools.pairwise(bounds)]
 
 
 def assert_sound(match: Match, truths: list[Any], exact: bool, context: str) -> None:
@@ -694,7 +781,9 @@ def test_file_skipping_is_sound(focus: str, data: list[Row], draws: st.DataObjec
     data_columns = [n for n in COLUMNS if n != partition]
     for rows_of_file in files_of(data, partition, draws.draw):
         physical = [data[k] for k in rows_of_file]
-        deleted = draws.draw(st.lists(st.booleans(), min_size=len(physical), max_size=len(physical)))
+        deleted = draws.draw(
+            st.lists(st.booleans(), min_size=len(physical), max_size=len(physical))
+        )
         valid = [r for r, gone in zip(physical, deleted, strict=True) if not gone]
         truths = [p.ref(r) for r in valid]
         pv = {}

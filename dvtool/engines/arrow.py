@@ -39,6 +39,7 @@ from dvtool.engines.base import (
     ScanFile,
     TableLayout,
 )
+from dvtool.errors import PredicateError
 from dvtool.io_pool import map_io
 from dvtool.predicate import Match, Predicate
 from dvtool.storage import Storage
@@ -163,7 +164,13 @@ class _FileScan:
         for first_row, batch in batches:
             data = self._with_partitions(self._complete(batch), file)
             rows = _row_indexes(first_row, batch.num_rows)
-            hits = data.append_column(_ROW, rows).filter(self.expression).column(_ROW)
+            try:
+                hits = data.append_column(_ROW, rows).filter(self.expression).column(_ROW)
+            except pa.ArrowInvalid as e:  # e.g. integer overflow, an error in ANSI Spark too
+                raise PredicateError(
+                    f"--where cannot be evaluated on {file.location}: {e}",
+                    hint="Widen the arithmetic, e.g. CAST(column AS DOUBLE).",
+                ) from None
             if len(hits):
                 matched.update(hits.to_pylist())
 

@@ -74,9 +74,11 @@ class Predicate:
         """Whether ALL, NONE or SOME valid rows of a file satisfy the predicate.
 
         `partition_values` is the add action's `partitionValues` (physical names, serialized
-        strings, None or "" for NULL); `stats` its parsed `stats` JSON or None. Parse stats
-        with `json.loads(text, parse_float=Decimal)` for exact decimal bounds. Raises
-        LogError for a partition value that is not valid for its column type.
+        strings, None or "" for NULL); `stats` its parsed `stats` JSON or None. Decimal
+        statistics parsed as floats are widened by one ulp, which is sound for any writer;
+        parse with `json.loads(text, parse_float=Decimal)` only when the writer prints
+        decimals exactly (Delta Spark does; delta-rs writes rounded doubles). Raises LogError
+        for a partition value that is not valid for its column type.
         """
         num_records, column_stats = stats_from_json(stats, self._skipper.data_paths)
         if num_records == 0:

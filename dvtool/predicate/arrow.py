@@ -5,8 +5,8 @@ and follows Spark SQL semantics, including three-valued logic: the engine delete
 where it is TRUE (`Table.filter` drops NULL). Beyond arrow's defaults this needs:
 
 - floating point comparisons where NaN equals NaN and is greater than every other number;
-- `/` and `%` returning NULL for a zero divisor (Spark's try_divide; ANSI Spark fails the
-  statement instead), `%` taking the sign of the dividend;
+- `/` and `%` returning NULL for a zero divisor (Spark's try_divide and try_mod; ANSI Spark
+  fails the statement instead), `%` taking the sign of the dividend;
 - integer `+ - *`, unary minus and abs raising `pyarrow.ArrowInvalid` on overflow, like ANSI
   Spark's ARITHMETIC_OVERFLOW error;
 - LIKE translated to an anchored RE2 regex with `.` matching newlines, as Spark does;

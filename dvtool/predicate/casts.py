@@ -151,7 +151,7 @@ def _number_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expr
 def _string_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
     text = pc.utf8_lower(_trim(x))
     text = _replace(text, r"^([+-]?)inf(inity)?$", r"\1inf")
-    text = _replace(text, r"[df]$", "")
+    text = _replace(text, r"^([^a-z]*\d)[df]$", r"\1")  # Java's 1.5d / 1.5f suffixes
     valid = _regex(pc.utf8_lower(_trim(x)), _FLOAT_RE)
     return _where(valid, text, STRING).cast(pa.float64()).cast(to_arrow(dst))
 

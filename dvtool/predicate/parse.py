@@ -76,9 +76,9 @@ from dvtool.predicate.tree import (
 
 SUPPORTED = (
     "supported: comparisons (= != <> < <= > >= <=>), AND/OR/NOT, [NOT] IN, [NOT] BETWEEN, "
-    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE, + - * / %, CAST, and the functions "
+    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE, + - * / %, [TRY_]CAST, and the functions "
     "lower, upper, length, substring, trim, ltrim, rtrim, concat, coalesce, abs, year, month, "
-    "day, to_date, startswith, endswith, contains, isnull, isnotnull"
+    "day, to_date, startswith, endswith, contains, isnull, isnotnull, try_divide, try_mod"
 )
 
 _T = exp.DataType.Type
@@ -115,6 +115,7 @@ _ARITHMETIC: dict[type[exp.Expr], str] = {
     exp.Sub: "-",
     exp.Mul: "*",
     exp.Div: "/",
+    exp.SafeDivide: "/",  # try_divide: `/` already gives NULL for a zero divisor
     exp.Mod: "%",
 }
 _STRING_FUNCTIONS: dict[type[exp.Expr], str] = {exp.Lower: "lower", exp.Upper: "upper"}
@@ -193,7 +194,9 @@ class Binder:
             exp.And: lambda n: self._logic(And, n),
             exp.Or: lambda n: self._logic(Or, n),
             exp.Not: lambda n: self._finish(Not(self._boolean(self.bind(n.this), "NOT"))),
-            exp.NullSafeNEQ: lambda n: Not(self._compare("<=>", n.this, n.expression)),
+            exp.NullSafeNEQ: lambda n: self._finish(
+                Not(self._compare("<=>", n.this, n.expression))
+            ),
             exp.In: self._in,
             exp.Between: self._between,
             exp.Is: self._is,
@@ -386,6 +389,8 @@ class Binder:
     # --- arithmetic -------------------------------------------------------------------------
 
     def _neg(self, node: exp.Neg) -> Expr:
+        if isinstance(node.this, exp.Literal) and not node.this.is_string:
+            return number_literal("-" + str(node.this.this))  # Spark reads -5 as one literal
         child = self.bind(node.this)
         if child.type == NULL:
             return child
@@ -430,6 +435,8 @@ class Binder:
             return expr
         if expr.type != NULL and not can_cast(expr.type, target):
             raise PredicateError(f"cannot convert {expr.type} to {target}")
+        if isinstance(expr, Literal) and is_integral(expr.type) and is_integral(target):
+            return self._integral_literal(expr, target, strict)
         cast = Cast(expr, target)
         if not isinstance(expr, Literal):
             return self._finish(cast)
@@ -438,6 +445,15 @@ class Binder:
             shown = expr.value if isinstance(expr.value, str) else repr(expr.value)
             raise PredicateError(f"cannot read {shown!r} as {target}")
         return folded
+
+    def _integral_literal(self, expr: Literal, target: SqlType, strict: bool) -> Literal:
+        """An integer constant as another integer type (the common case in long IN lists)."""
+        lo, hi = INTEGRAL_RANGE[target]
+        if expr.value is None or lo <= expr.value <= hi:
+            return Literal(expr.value, target)
+        if strict:
+            raise PredicateError(f"cannot read {expr.value} as {target}")
+        return Literal(None, target)
 
     # --- functions --------------------------------------------------------------------------
 
@@ -529,6 +545,10 @@ class Binder:
 
     def _anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
+        if name in ("try_mod", "try_remainder") and len(node.expressions) == 2:
+            return self._arith(
+                "%", exp.Mod(this=node.expressions[0], expression=node.expressions[1])
+            )
         if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
             test = IsNull(self.bind(node.expressions[0]))
             return self._finish(test if name == "isnull" else Not(test))
@@ -553,12 +573,12 @@ class Binder:
 def number_literal(text: str) -> Literal:
     """A numeric literal typed as Spark types it: INT, BIGINT, else DECIMAL for integers;
     DECIMAL for `1.5`; DOUBLE with an exponent (`1e3`)."""
-    if re.fullmatch(r"\d+", text):
+    if re.fullmatch(r"-?\d+", text):
         value = int(text)
         for t in (INT, LONG):
-            if value <= INTEGRAL_RANGE[t][1]:
+            if INTEGRAL_RANGE[t][0] <= value <= INTEGRAL_RANGE[t][1]:
                 return Literal(value, t)
-        digits = len(str(value))
+        digits = len(str(abs(value)))
         if digits > MAX_PRECISION:
             raise PredicateError(f"number {text} has more than {MAX_PRECISION} digits")
         return Literal(Decimal(value), decimal(digits, 0))
@@ -594,7 +614,7 @@ def _arith_error(op: str, a: SqlType, b: SqlType, node: exp.Expr) -> str:
     if op == "%" and is_numeric(a) and is_numeric(b):
         return f"% is supported on integers only: {_sql(node)}"
     if is_numeric(a) and is_numeric(b):
-        return f"the decimal result of {_sql(node)} needs more than 76 digits"
+        return f"decimal arithmetic beyond 76 digits is not supported: {_sql(node)}"
     return f"cannot apply {op} to {a} and {b}: {_sql(node)}"
 
 
@@ -626,7 +646,9 @@ def _name_parts(node: exp.Expr) -> list[str] | None:
 
 def _describe(node: exp.Expr) -> str:
     if isinstance(node, exp.Func):
-        return f"function {node.sql_name().lower()}()"
+        name = node.sql_name()
+        called = node.sql(dialect="spark").upper().startswith(name + "(")
+        return f"function {name.lower()}()" if called else name
     return re.sub(r"(?<!^)(?=[A-Z])", " ", type(node).__name__).upper()
 
 

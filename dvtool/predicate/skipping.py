@@ -21,8 +21,9 @@ Statistics caveats handled here:
   max becomes an exclusive bound max + 1 ms (and pre-1970 mins are lowered by 1 ms).
 - Float and double maxima are ignored: parquet writers leave NaN out of statistics, and Spark
   orders NaN above every number.
-- Decimal statistics given as JSON floats are widened by one unit in the last place; parse
-  the stats with `json.loads(text, parse_float=Decimal)` to use them exactly.
+- Decimal statistics given as JSON floats are widened by one unit in the last place; Decimal
+  values (`json.loads(text, parse_float=Decimal)`) are taken as exact, which holds only for
+  writers that print decimals exactly (Delta Spark; not delta-rs, which rounds to doubles).
 """
 
 from __future__ import annotations
@@ -292,9 +293,9 @@ def _adjust_bounds(lo: Any, hi: Any, t: SqlType, truncated: bool) -> tuple[Any, 
     hi_open = False
     if is_floating(t):
         hi = None
-    elif isinstance(lo, float) or isinstance(hi, float):  # decimal stats as JSON floats
-        lo = None if lo is None else Decimal(lo) - Decimal(math.ulp(lo))
-        hi = None if hi is None else Decimal(hi) + Decimal(math.ulp(hi))
+    elif is_decimal(t):  # decimal statistics parsed as JSON floats are near, not exact
+        lo = Decimal(lo) - Decimal(math.ulp(lo)) if isinstance(lo, float) else lo
+        hi = Decimal(hi) + Decimal(math.ulp(hi)) if isinstance(hi, float) else hi
     elif truncated and t == STRING and isinstance(hi, str) and _maybe_truncated(hi):
         hi = None
     elif truncated and t in (TIMESTAMP, TIMESTAMP_NTZ):
@@ -317,7 +318,7 @@ def _cast_bound(value: Any, src: SqlType, dst: SqlType) -> Any:
         if is_floating(src) and is_integral(dst):
             value, src = math.trunc(value), SqlType("bigint")
         return pa.scalar(value, to_arrow(src)).cast(to_arrow(dst)).as_py()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError, ValueError):
+    except (pa.ArrowException, OverflowError, ValueError, TypeError):
         return None
 
 
@@ -552,7 +553,9 @@ class Skipper:
         stats: Mapping[tuple[str, ...], ColumnStats],
         partition_values: Mapping[str, str | None] | None,
     ) -> Match:
-        exact = self.partition_row(partition_values or {}).exact if self.partition_types else {}
+        exact: dict[int, Any] = {}
+        if partition_values is not None and self.partition_types:
+            exact = self.partition_row(partition_values).exact
         visitor = RangeVisitor(stats, exact, self._in_options)
         return match_of(visitor.visit(self.expr))
 

@@ -6,6 +6,10 @@ re-derives types nor depends on operator precedence. Literals carry their exact 
 `DATE '...'`, `TIMESTAMP '...Z'` (an explicit zone, whatever the session time zone),
 `CAST('1.5' AS DOUBLE)`, `CAST(5 AS BIGINT)`, and decimals as plain text when Spark types that
 text as the same decimal, else as a CAST. Parsing the text again gives an equal tree.
+
+Where ANSI Spark fails a statement at run time but dvtool yields NULL (division or remainder
+by zero, a CAST of a value that does not convert), the text says `try_divide`, `try_mod` and
+`TRY_CAST`, so Spark computes exactly what dvtool computes, row for row.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+from dvtool.predicate.casts import may_fail
 from dvtool.predicate.parse import number_literal
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
     DATE,
     INT,
-    INTEGRAL_RANGE,
     NULL,
     STRING,
     TIMESTAMP,
@@ -50,6 +54,7 @@ from dvtool.predicate.tree import (
 )
 
 _TRIM_SIDES = {"trim": "BOTH", "ltrim": "LEADING", "rtrim": "TRAILING"}
+_TRY_FUNCTIONS = {"/": "try_divide", "%": "try_mod"}
 
 
 def type_sql(t: SqlType) -> str:
@@ -99,7 +104,7 @@ def literal_sql(value: Any, t: SqlType) -> str:
 
 
 def _integral_sql(value: int, t: SqlType) -> str:
-    if t == INT and value != INTEGRAL_RANGE[INT][0]:
+    if t == INT:
         return str(value) if value >= 0 else f"({value})"
     return f"CAST({value} AS {type_sql(t)})"
 
@@ -151,13 +156,17 @@ class SparkSqlVisitor(Visitor[str]):
         return f"({text})"
 
     def visit_arith(self, node: Arith) -> str:
-        return f"({self.visit(node.left)} {node.op} {self.visit(node.right)})"
+        left, right = self.visit(node.left), self.visit(node.right)
+        if node.op in _TRY_FUNCTIONS:
+            return f"{_TRY_FUNCTIONS[node.op]}({left}, {right})"
+        return f"({left} {node.op} {right})"
 
     def visit_neg(self, node: Neg) -> str:
         return f"(- {self.visit(node.child)})"
 
     def visit_cast(self, node: Cast) -> str:
-        return f"CAST({self.visit(node.child)} AS {type_sql(node.type)})"
+        keyword = "TRY_CAST" if may_fail(node.child.type, node.type) else "CAST"
+        return f"{keyword}({self.visit(node.child)} AS {type_sql(node.type)})"
 
     def visit_func(self, node: Func) -> str:
         args = [self.visit(a) for a in node.args]

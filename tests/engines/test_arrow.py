@@ -393,3 +393,16 @@ def test_row_groups_larger_than_a_batch_keep_their_row_indexes(tmp_path: Path) -
     want = {i for i in range(n) if ks[i] < 40} | {65535, 65536, 150_000}
     assert got == [want]
     assert schema.names == table_data.schema.names
+
+
+def test_integer_overflow_is_a_predicate_error(tmp_path: Path) -> None:
+    """ANSI Spark fails a statement on integer overflow; dvtool reports it as a user error."""
+    import deltalake
+
+    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.errors import PredicateError
+    from dvtool.log.reader import open_log
+
+    deltalake.write_deltalake(str(tmp_path), pa.table({"x": pa.array([2**62, 1], pa.int64())}))
+    with pytest.raises(PredicateError, match="cannot be evaluated"):
+        run_delete(open_log(str(tmp_path)), DeleteRequest("x * 4 > 0", mode="cow"))
