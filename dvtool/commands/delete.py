@@ -31,10 +31,10 @@ from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.core.features import deletion_vectors_supported, require_writable
-from dvtool.data_files import footer_row_count
+from dvtool.data_files import WrittenFile, footer_row_count
 from dvtool.dvstore import DVStore
-from dvtool.engines.arrow import ArrowEngine, rewrite_file, write_change_data
-from dvtool.engines.base import Engine, ScanFile, TableLayout
+from dvtool.engines.arrow import ArrowEngine, write_change_data
+from dvtool.engines.base import Engine, RewriteBin, RewriteInput, ScanFile, TableLayout
 from dvtool.errors import CommitConflictError, UsageError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
@@ -230,7 +230,7 @@ def _execute(
             changes,
             metrics,
         )
-    return _commit(log, plan, touched, changes, store, scan_ms, started)
+    return _commit(log, plan, touched, changes, store, engine, scan_ms, started)
 
 
 def _whole_files(log: DeltaLog, plan: _Plan, store: DVStore) -> list[_Touched]:
@@ -308,6 +308,7 @@ def _commit(
     touched: Sequence[_Touched],
     changes: Sequence[FileChange],
     store: DVStore,
+    engine: Engine,
     scan_ms: int,
     started: float,
 ) -> DeleteResult:
@@ -332,7 +333,7 @@ def _commit(
             if c.action == "remove":
                 actions.append(remove_for_add(adds_table.slice(t.index, 1).to_pylist()[0], now))
         added_files, added_bytes, copied, change_files = _rewrite(
-            log, plan, cow_touched, actions, written, now
+            log, plan, cow_touched, engine, actions, written, now
         )
         if change_files:
             change_files += _removed_change_data(log, plan, touched, changes, actions, written)
@@ -426,27 +427,65 @@ def _rewrite(
     log: DeltaLog,
     plan: _Plan,
     touched: Sequence[tuple[_Touched, FileChange]],
+    engine: Engine,
     actions: list[dict[str, Any]],
     written: list[str],
     now: int,
 ) -> tuple[int, int, int, int]:
-    """Copy-on-write: rewrite each touched file without its deleted rows."""
+    """Copy-on-write: the engine rewrites each touched file without its deleted rows.
+
+    With the change data feed on, the deleted rows also go to `_change_data` files (written
+    in-process: they are the few rows the delete matched).
+    """
+    if not touched:
+        return 0, 0, 0, 0
     snapshot = plan.snapshot
     layout = _layout(log, snapshot)
     config = snapshot.metadata.configuration
     cdf = config.get("delta.enableChangeDataFeed", "").lower() == "true"
+    add_rows = snapshot.files.take([t.index for t, _ in touched]).to_pylist()
+    bins = [
+        _rewrite_bin(log, add_row, _merged(t))
+        for (t, _), add_row in zip(touched, add_rows, strict=True)
+    ]
+    outputs = engine.rewrite(layout, config, bins)
+    written.extend(out.location for out in outputs if out is not None)
     added = added_bytes = copied = change_files = 0
-    for t, _ in touched:
-        add_row = snapshot.files.slice(t.index, 1).to_pylist()[0]
-        out = rewrite_file(layout, config, add_row, _merged(t), t.new_rows if cdf else None)
-        written.extend(out.locations)
+    for (t, _), add_row, out in zip(touched, add_rows, outputs, strict=True):
         actions.append(remove_for_add(add_row, now))
-        actions.extend(out.actions)
-        added += out.files_added
-        added_bytes += out.bytes_added
-        copied += out.rows_copied
-        change_files += out.change_files
+        if out is not None:
+            actions.append(_rewritten_add(out, add_row))
+            added += 1
+            added_bytes += out.size
+            copied += out.num_records
+        if cdf and len(t.new_rows):
+            cdc_action, location = write_change_data(layout, add_row, t.new_rows)
+            written.append(location)
+            actions.append(cdc_action)
+            change_files += 1
     return added, added_bytes, copied, change_files
+
+
+def _rewrite_bin(log: DeltaLog, add_row: dict[str, Any], drop: BitMap64) -> RewriteBin:
+    location = log.storage.resolve(add_row["path"])
+    relative = log.storage.relative_to_root(location) or ""
+    directory = relative.rsplit("/", 1)[0] if "/" in relative else ""
+    partitions = dict(add_row["partitionValues"] or [])
+    return RewriteBin((RewriteInput(add_row["path"], location, drop),), directory, partitions)
+
+
+def _rewritten_add(out: WrittenFile, source: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "path": out.relative_path,
+        "partitionValues": dict(source["partitionValues"] or []),
+        "size": out.size,
+        "modificationTime": out.modification_time_ms,
+        "dataChange": True,
+        "stats": out.stats_json,
+    }
+    if source.get("clusteringProvider"):
+        body["clusteringProvider"] = source["clusteringProvider"]
+    return {"add": body}
 
 
 def _removed_change_data(

@@ -15,7 +15,6 @@ import posixpath
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -35,7 +34,6 @@ from dvtool.data_files import (
 from dvtool.engines.base import (
     Progress,
     RewriteBin,
-    RewriteInput,
     ScanFile,
     TableLayout,
 )
@@ -209,18 +207,6 @@ def _partition_types(table: TableLayout, predicate: Predicate) -> list[tuple[str
 # -- rewrites --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Rewritten:
-    """The actions and files one copy-on-write rewrite produced."""
-
-    actions: list[dict[str, Any]]
-    locations: list[str]
-    files_added: int
-    bytes_added: int
-    rows_copied: int
-    change_files: int
-
-
 def write_bin(
     table: TableLayout, configuration: Mapping[str, str], rewrite_bin: RewriteBin
 ) -> WrittenFile | None:
@@ -245,48 +231,6 @@ def write_bin(
         schema=schema,
         stats=StatsCollector(schema, spec),
     )
-
-
-def rewrite_file(
-    table: TableLayout,
-    configuration: Mapping[str, str],
-    add: Mapping[str, Any],
-    drop: BitMap64,
-    change_rows: BitMap64 | None = None,
-) -> Rewritten:
-    """Rewrite the data file of `add` without the rows in `drop`.
-
-    The new file goes to the same directory, with the table's data schema (physical names,
-    field ids) and fresh tight stats. With `change_rows` (change data feed on), those rows
-    are also written to a `_change_data` file with `_change_type = 'delete'`.
-    """
-    storage = table.storage
-    location = storage.resolve(str(add["path"]))
-    relative = storage.relative_to_root(location) or ""
-    directory = posixpath.dirname(relative)
-    partitions = dict(add.get("partitionValues") or {})
-    source = RewriteInput(str(add["path"]), location, drop)
-    written = write_bin(table, configuration, RewriteBin((source,), directory, partitions))
-    if written is None:
-        raise ValueError(f"rewrite of {location} would keep no row; remove the file instead")
-    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
-    new_add = {
-        "path": written.relative_path,
-        "partitionValues": dict(add.get("partitionValues") or {}),
-        "size": written.size,
-        "modificationTime": written.modification_time_ms,
-        "dataChange": True,
-        "stats": written.stats_json,
-    }
-    if add.get("clusteringProvider"):
-        new_add["clusteringProvider"] = add["clusteringProvider"]
-    actions: list[dict[str, Any]] = [{"add": new_add}]
-    locations = [written.location]
-    if change_rows is not None and len(change_rows):
-        cdc = _write_change_data(table, location, schema, directory, change_rows, add)
-        actions.append(cdc[0])
-        locations.append(cdc[1])
-    return Rewritten(actions, locations, 1, written.size, written.num_records, len(locations) - 1)
 
 
 def write_change_data(

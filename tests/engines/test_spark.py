@@ -398,6 +398,33 @@ def test_rewrite_writes_one_file_per_bin(
     assert field_ids == [b"2", b"3"]
 
 
+def test_delete_and_purge_on_spark_equal_arrow(engine: SparkEngine, tmp_path: Path) -> None:
+    """The commands on the Spark engine give the table the arrow engine gives (polars reads
+    both): a DV delete (Spark scan), a copy-on-write delete and a purge (Spark rewrites)."""
+    import polars as pl
+
+    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.commands.enable import run_enable
+    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.engines.arrow import ArrowEngine
+    from dvtool.log.reader import open_log
+
+    tables = {}
+    for name, chosen in (("arrow", ArrowEngine()), ("spark", engine)):
+        root = tmp_path / name
+        for k in range(2):
+            data = pa.Table.from_pylist(_rows(k), DELTA_SCHEMA)
+            write_deltalake(str(root), data, partition_by=["region", "day"], mode="append")
+        log = open_log(str(root))
+        run_delete(log, DeleteRequest("id % 3 = 0", mode="cow"), engine=chosen)
+        run_enable(log)
+        run_delete(log, DeleteRequest("id % 5 = 1"), engine=chosen)
+        run_optimize(log, OptimizeRequest(purge=True), lambda n, e=chosen: e)
+        tables[name] = sorted(pl.read_delta(str(root)).select("id").to_series().to_list())
+    assert tables["spark"] == tables["arrow"]
+    assert tables["arrow"] and all(i % 3 != 0 and i % 5 != 1 for i in tables["arrow"])
+
+
 def test_standalone_cluster(spark_standalone: Any, delta_table: Path, tmp_path: Path) -> None:
     layout, files, _ = table_scan(delta_table)
     bins = _bins(layout, files)
