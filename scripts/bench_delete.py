@@ -115,8 +115,12 @@ def checked(child: Child, what: str) -> Child:
     return child
 
 
+DVTOOL_BIN: str | None = None
+
+
 def dvtool_bin() -> str:
-    return str(Path(sys.executable).parent / "dvtool")
+    """--dvtool, or this environment's (see bench_inspect.py on runtime-only installs)."""
+    return DVTOOL_BIN or str(Path(sys.executable).parent / "dvtool")
 
 
 def generate(index: int, rows: int) -> Any:
@@ -203,7 +207,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--dvtool", help="dvtool executable (default: this environment's)")
     args = parser.parse_args()
+    global DVTOOL_BIN
+    DVTOOL_BIN = args.dvtool
     total = args.files * args.rows_per_file
 
     import deltalake
