@@ -127,6 +127,11 @@ _UNMAPPED = "__dvtool_unmapped"
 
 _SESSION_CONF = {"spark.sql.session.timeZone": "UTC", "spark.sql.ansi.enabled": "true"}
 _NO_AQE = {"spark.sql.adaptive.enabled": "false"}
+# A split size and a per-file open cost beyond any file: one whole file per scan partition.
+_FILE_PER_PARTITION = {
+    "spark.sql.files.maxPartitionBytes": str(1 << 50),
+    "spark.sql.files.openCostInBytes": str(1 << 50),
+}
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 _MAX_WRITE_PARTITIONS = 2000
 _POLL_SECONDS = 0.25
@@ -320,22 +325,29 @@ class SparkEngine:
             paths = self._spark_paths(data, storage, locations)
             keys = _inputs_table(paths, [by_location[loc] for loc in locations], input_bins)
             joined = selected.join(_broadcast(spark, keys), on=_PATH, how="left")
-            partitions = max(1, min(len(bins), _MAX_WRITE_PARTITIONS))
-            ordered = (
-                joined.select(
-                    *[F.col(_quote(name)) for name in schema.names],
-                    F.col(_BIN),
-                    F.col(_INPUT),
-                    F.col(_ROW),
-                    F.when(F.col(_INPUT).isNull(), F.col(_PATH)).alias(_UNMAPPED),
-                )
-                .repartition(partitions, F.col(_BIN))
-                .sortWithinPartitions(_BIN, _INPUT, _ROW)
+            columns = joined.select(
+                *[F.col(_quote(name)) for name in schema.names],
+                F.col(_BIN),
+                F.col(_INPUT),
+                F.col(_ROW),
+                F.when(F.col(_INPUT).isNull(), F.col(_PATH)).alias(_UNMAPPED),
             )
+            single = all(len(b.inputs) == 1 for b in bins)
+            if single:
+                # Every bin is one file (a purge): each file is read as its own unsplit
+                # partition, in row order, so no shuffle is needed to gather a bin.
+                ordered = columns
+                conf = {**_NO_AQE, **_FILE_PER_PARTITION}
+            else:
+                partitions = max(1, min(len(bins), _MAX_WRITE_PARTITIONS))
+                ordered = columns.repartition(partitions, F.col(_BIN)).sortWithinPartitions(
+                    _BIN, _INPUT, _ROW
+                )
+                conf = dict(_NO_AQE)
             writes = ordered.mapInArrow(functools.partial(_write_bins, job), _WRITTEN_DDL)
             # Without adaptive execution the scan and the write stage form one job whose
             # tasks are all known from its start, so progress is proportional throughout.
-            with _session_conf(spark, _NO_AQE), self._tracking(len(bins), progress):
+            with _session_conf(spark, conf), self._tracking(len(bins), progress):
                 rows = writes.collect()
         out: list[WrittenFile | None] = [None] * len(bins)
         for row in rows:
