@@ -127,6 +127,10 @@ _UNMAPPED = "__dvtool_unmapped"
 
 _SESSION_CONF = {"spark.sql.session.timeZone": "UTC", "spark.sql.ansi.enabled": "true"}
 _NO_AQE = {"spark.sql.adaptive.enabled": "false"}
+# Defaults the user's --spark-conf may override. Large Arrow batches to the Python workers:
+# with Spark's 10,000 rows per batch the per-batch overhead dominated a purge (53 s against
+# 29 s for 20 x 1M rows on 2 cores).
+_DEFAULT_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"}
 # A split size and a per-file open cost beyond any file: one whole file per scan partition.
 _FILE_PER_PARTITION = {
     "spark.sql.files.maxPartitionBytes": str(1 << 50),
@@ -195,11 +199,12 @@ class SparkEngine:
             builder = builder.config("spark.ui.showConsoleProgress", "false")
             builder = builder.config("spark.log.level", "ERROR")
             _choose_worker_python(master, self.settings.conf)
-        for key, value in {**_SESSION_CONF, **dict(self.settings.conf)}.items():
+        defaults = {k: v for k, v in _DEFAULT_CONF.items() if k not in self.settings.conf}
+        for key, value in {**_SESSION_CONF, **defaults, **dict(self.settings.conf)}.items():
             builder = builder.config(key, value)
         with _spark_errors("start a Spark session"):
             spark = builder.getOrCreate()
-            for key, value in _SESSION_CONF.items():
+            for key, value in {**_SESSION_CONF, **defaults}.items():
                 spark.conf.set(key, value)
             if not self.is_connect:
                 spark.sparkContext.setLogLevel("ERROR")
