@@ -222,8 +222,12 @@ def checked(child: Child, what: str) -> Child:
     return child
 
 
+DVTOOL_BIN: str | None = None
+
+
 def dvtool_bin() -> str:
-    return str(Path(sys.executable).parent / "dvtool")
+    """--dvtool, or this environment's (see bench_inspect.py on runtime-only installs)."""
+    return DVTOOL_BIN or str(Path(sys.executable).parent / "dvtool")
 
 
 def dvtool_json(*args: str) -> Any:
@@ -380,7 +384,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
     parser.add_argument("--skip-spark", action="store_true", help="measure arrow and floor only")
+    parser.add_argument("--dvtool", help="dvtool executable (default: this environment's)")
     args = parser.parse_args()
+    global DVTOOL_BIN
+    DVTOOL_BIN = args.dvtool
     command = [".venv/bin/python", "scripts/bench_purge.py", "--files", str(args.files)]
     command += ["--rows-per-file", str(args.rows_per_file), "--repeat", str(args.repeat)]
     command += ["--skip-spark"] if args.skip_spark else []
