@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -65,6 +65,26 @@ class WrittenFile:
     num_records: int
     stats_json: str
     modification_time_ms: int
+
+    def add_action(
+        self,
+        partition_values: Mapping[str, str | None],
+        *,
+        data_change: bool,
+        clustering_provider: str | None = None,
+    ) -> dict[str, Any]:
+        """The `add` action of this file, in the partition (and clustering) of its inputs."""
+        body: dict[str, Any] = {
+            "path": self.relative_path,
+            "partitionValues": dict(partition_values),
+            "size": self.size,
+            "modificationTime": self.modification_time_ms,
+            "dataChange": data_change,
+            "stats": self.stats_json,
+        }
+        if clustering_provider:
+            body["clusteringProvider"] = clustering_provider
+        return {"add": body}
 
 
 @dataclass(frozen=True)

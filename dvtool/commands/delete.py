@@ -31,7 +31,7 @@ from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.core.features import deletion_vectors_supported, require_writable
-from dvtool.data_files import WrittenFile, footer_row_count
+from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore
 from dvtool.engines.arrow import ArrowEngine, write_change_data
 from dvtool.engines.base import Engine, RewriteBin, RewriteInput, ScanFile, TableLayout
@@ -454,7 +454,13 @@ def _rewrite(
     for (t, _), add_row, out in zip(touched, add_rows, outputs, strict=True):
         actions.append(remove_for_add(add_row, now))
         if out is not None:
-            actions.append(_rewritten_add(out, add_row))
+            actions.append(
+                out.add_action(
+                    dict(add_row["partitionValues"] or []),
+                    data_change=True,
+                    clustering_provider=add_row.get("clusteringProvider"),
+                )
+            )
             added += 1
             added_bytes += out.size
             copied += out.num_records
@@ -472,20 +478,6 @@ def _rewrite_bin(log: DeltaLog, add_row: dict[str, Any], drop: BitMap64) -> Rewr
     directory = relative.rsplit("/", 1)[0] if "/" in relative else ""
     partitions = dict(add_row["partitionValues"] or [])
     return RewriteBin((RewriteInput(add_row["path"], location, drop),), directory, partitions)
-
-
-def _rewritten_add(out: WrittenFile, source: dict[str, Any]) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "path": out.relative_path,
-        "partitionValues": dict(source["partitionValues"] or []),
-        "size": out.size,
-        "modificationTime": out.modification_time_ms,
-        "dataChange": True,
-        "stats": out.stats_json,
-    }
-    if source.get("clusteringProvider"):
-        body["clusteringProvider"] = source["clusteringProvider"]
-    return {"add": body}
 
 
 def _removed_change_data(

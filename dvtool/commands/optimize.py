@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -346,7 +346,13 @@ def _commit_batch(
         adds = snapshot.files.take([c.index for c in group]).to_pylist()
         actions += [remove_for_add(add, now, data_change=False) for add in adds]
         if out is not None:
-            actions.append(_add(out, b.partition_values, adds[0]))
+            actions.append(
+                out.add_action(
+                    b.partition_values,
+                    data_change=False,
+                    clustering_provider=adds[0].get("clusteringProvider"),
+                )
+            )
     metrics = _metrics(planned, written, members)
     info = snapshot_commit_info(
         snapshot,
@@ -371,22 +377,6 @@ def _commit_batch(
             "run the command again to rewrite the current files.",
         ) from e
     return result.version, result.checkpoint_warning
-
-
-def _add(
-    out: WrittenFile, partition_values: Mapping[str, str | None], source: Mapping[str, Any]
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "path": out.relative_path,
-        "partitionValues": dict(partition_values),
-        "size": out.size,
-        "modificationTime": out.modification_time_ms,
-        "dataChange": False,
-        "stats": out.stats_json,
-    }
-    if source.get("clusteringProvider"):
-        body["clusteringProvider"] = source["clusteringProvider"]
-    return {"add": body}
 
 
 def _parameters(request: OptimizeRequest, operation: str) -> dict[str, Any]:
