@@ -7,7 +7,7 @@ by deltalake.write_deltalake (one append per file), then `dvtool enable` and
 file (checked with `dvtool inspect --json`). Each measured run works on a fresh copy of it.
 Per repeat, in the same run, each in its own process:
 
-- the floor: a Python process that decodes the 20 DVs (dvtool.dvstore.DVStore, as dvtool
+- the floor: a Python process that decodes the DVs (dvtool.dvstore.DVStore, as dvtool
   must too: DV decoding is INCLUDED in the floor), then per file `pyarrow.parquet.read_table`
   (all columns), drops the DV's rows with a boolean mask and `pyarrow.parquet.write_table`
   (snappy). Twice: files one after another, and on a thread pool of the size dvtool's arrow
@@ -25,8 +25,10 @@ summed RSS of the whole process tree sampled every 0.1 s (Spark runs a JVM and P
 beside the driver, which ru_maxrss does not see). The 1-minute load average is printed: other
 work on the machine skews every number. After each purge the script checks that
 polars reads the expected rows (none with key % 10 = 3) and that `dvtool inspect --json`
-reports no file with a DV. Prints medians, ratios to the floor (targets: arrow <= 1.25x,
-Spark without start-up <= 3x) and the command to reproduce.
+reports no file with a DV. Prints medians and ratios to the floor (targets: arrow <= 1.25x,
+Spark without start-up <= 3x; the verdict uses median/median, the median of the per-repeat
+ratios and best/best are printed beside it because load from other work varies between
+repeats) and the command to reproduce.
 
     .venv/bin/python scripts/bench_purge.py [--repeat 3] [--files 20] [--rows-per-file 1000000]
     .venv/bin/python scripts/bench_purge.py --files 4 --rows-per-file 200000   # smoke run
@@ -391,6 +393,7 @@ def main() -> None:
     command = [".venv/bin/python", "scripts/bench_purge.py", "--files", str(args.files)]
     command += ["--rows-per-file", str(args.rows_per_file), "--repeat", str(args.repeat)]
     command += ["--skip-spark"] if args.skip_spark else []
+    command += ["--dvtool", args.dvtool] if args.dvtool else []
     total = args.files * args.rows_per_file
     threads = max(2, os.cpu_count() or 2)  # dvtool's ArrowEngine pool size
 
