@@ -113,44 +113,69 @@ def footer_row_count(storage: Storage, location: str) -> int:
 # Reading
 
 
-def iter_file_batches(
-    storage: Storage,
-    location: str,
-    columns: list[str] | None = None,
-    batch_size: int = 65536,
-    row_groups: list[int] | None = None,
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """`(index of the batch's first row in the file, batch)`, row group by row group.
-
-    `columns` are physical column names (dotted paths select nested fields, as pyarrow
-    does); None reads all. `row_groups` restricts the read to those row groups (in the order
-    given); row indexes stay those of the whole file. The file is closed when the iterator
-    is exhausted or closed.
-    """
+@contextlib.contextmanager
+def open_parquet_file(storage: Storage, location: str) -> Iterator[pq.ParquetFile]:
+    """One open parquet file (footer read once) for `row_group_stats` and `iter_file_batches`."""
     try:
         with storage.open_parquet(location) as source:
-            parquet = pq.ParquetFile(source)
-            meta = parquet.metadata
-            starts = _row_group_starts(meta)
-            wanted = range(meta.num_row_groups) if row_groups is None else row_groups
-            for rg in wanted:
-                if not 0 <= rg < meta.num_row_groups:
-                    raise StorageError(
-                        f"{location} has {meta.num_row_groups} row groups; no row group {rg}"
-                    )
-                row = starts[rg]
-                for batch in parquet.iter_batches(
-                    batch_size=batch_size, row_groups=[rg], columns=columns
-                ):
-                    yield row, batch
-                    row += batch.num_rows
+            yield pq.ParquetFile(source)
     except DvtoolError:
         raise
     except (OSError, pa.ArrowException) as e:
         raise StorageError(f"cannot read the parquet file {location}: {e}") from e
 
 
-def row_group_stats(storage: Storage, location: str) -> list[RowGroupStats]:
+def iter_file_batches(
+    storage: Storage,
+    location: str,
+    columns: list[str] | None = None,
+    batch_size: int = 65536,
+    row_groups: list[int] | None = None,
+    parquet: pq.ParquetFile | None = None,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """`(index of the batch's first row in the file, batch)`, row group by row group.
+
+    `columns` are physical column names (dotted paths select nested fields, as pyarrow
+    does); None reads all. `row_groups` restricts the read to those row groups (in the order
+    given); row indexes stay those of the whole file. `parquet` is the file already opened
+    with `open_parquet_file` (else it is opened here and closed when the iterator ends).
+    """
+    if parquet is None:
+        with open_parquet_file(storage, location) as opened:
+            yield from _batches(opened, location, columns, batch_size, row_groups)
+        return
+    try:
+        yield from _batches(parquet, location, columns, batch_size, row_groups)
+    except DvtoolError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read the parquet file {location}: {e}") from e
+
+
+def _batches(
+    parquet: pq.ParquetFile,
+    location: str,
+    columns: list[str] | None,
+    batch_size: int,
+    row_groups: list[int] | None,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    meta = parquet.metadata
+    starts = _row_group_starts(meta)
+    wanted = range(meta.num_row_groups) if row_groups is None else row_groups
+    for rg in wanted:
+        if not 0 <= rg < meta.num_row_groups:
+            raise StorageError(
+                f"{location} has {meta.num_row_groups} row groups; no row group {rg}"
+            )
+        row = starts[rg]
+        for batch in parquet.iter_batches(batch_size=batch_size, row_groups=[rg], columns=columns):
+            yield row, batch
+            row += batch.num_rows
+
+
+def row_group_stats(
+    storage: Storage, location: str, parquet: pq.ParquetFile | None = None
+) -> list[RowGroupStats]:
     """Min, max and null count per column of each row group, from the footer.
 
     Keys are dotted physical column paths as in the parquet schema (`a`, `s.x`, and
@@ -159,13 +184,11 @@ def row_group_stats(storage: Storage, location: str) -> list[RowGroupStats]:
     statistics is left out of `null_count`; one without valid min/max (or with a NaN bound)
     is left out of `min` and `max`.
     """
-    try:
-        with storage.open_parquet(location) as source:
-            meta = pq.ParquetFile(source).metadata
-    except FileMissingError:
-        raise
-    except (OSError, pa.ArrowException) as e:
-        raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
+    if parquet is None:
+        with open_parquet_file(storage, location) as opened:
+            meta = opened.metadata
+    else:
+        meta = parquet.metadata
     starts = _row_group_starts(meta)
     out = []
     for rg in range(meta.num_row_groups):

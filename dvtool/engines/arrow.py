@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from dvtool.core.partitions import arrow_schema, partition_arrays
@@ -28,6 +29,7 @@ from dvtool.data_files import (
     RowGroupStats,
     WrittenFile,
     iter_file_batches,
+    open_parquet_file,
     row_group_stats,
     write_data_file,
 )
@@ -132,8 +134,12 @@ class _FileScan:
         self.partitions = _partition_types(table, predicate)
 
     def matches(self, file: ScanFile) -> BitMap64:
+        with open_parquet_file(self.table.storage, file.location) as parquet:
+            return self._matches(file, parquet)
+
+    def _matches(self, file: ScanFile, parquet: pq.ParquetFile) -> BitMap64:
         storage = self.table.storage
-        groups = row_group_stats(storage, file.location)
+        groups = row_group_stats(storage, file.location, parquet)
         matched = BitMap64()
         to_read: list[RowGroupStats] = []
         for group in groups:
@@ -149,15 +155,17 @@ class _FileScan:
             elif verdict is Match.SOME:
                 to_read.append(group)
         if to_read:
-            self._scan_groups(file, [g.index for g in to_read], matched)
+            self._scan_groups(file, parquet, [g.index for g in to_read], matched)
         if file.deleted:
             matched -= file.deleted
         return matched
 
-    def _scan_groups(self, file: ScanFile, groups: list[int], matched: BitMap64) -> None:
+    def _scan_groups(
+        self, file: ScanFile, parquet: pq.ParquetFile, groups: list[int], matched: BitMap64
+    ) -> None:
         names = [f.name for f in self.columns]
         batches = iter_file_batches(
-            self.table.storage, file.location, columns=names, row_groups=groups
+            self.table.storage, file.location, columns=names, row_groups=groups, parquet=parquet
         )
         for first_row, batch in batches:
             data = self._with_partitions(self._complete(batch), file)

@@ -406,3 +406,28 @@ def test_integer_overflow_is_a_predicate_error(tmp_path: Path) -> None:
     deltalake.write_deltalake(str(tmp_path), pa.table({"x": pa.array([2**62, 1], pa.int64())}))
     with pytest.raises(PredicateError, match="cannot be evaluated"):
         run_delete(open_log(str(tmp_path)), DeleteRequest("x * 4 > 0", mode="cow"))
+
+
+def test_scan_opens_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Footer statistics and row groups come from one open: one request per file, not two."""
+    import deltalake
+
+    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.log.reader import open_log
+    from dvtool.storage import Storage
+
+    for k in range(3):
+        data = pa.table({"id": pa.array(range(k * 10, k * 10 + 10), pa.int64())})
+        deltalake.write_deltalake(str(tmp_path), data, mode="append")
+    opened: list[str] = []
+    original = Storage.open_parquet
+
+    def counting(self: Storage, location: str) -> object:
+        opened.append(location)
+        return original(self, location)
+
+    monkeypatch.setattr(Storage, "open_parquet", counting)
+    result = run_delete(open_log(str(tmp_path)), DeleteRequest("id % 3 = 0", dry_run=True))
+    assert result.files_scanned == 3
+    assert sorted(opened) == sorted(set(opened)) and len(opened) == 3
+    assert result.metrics["numDeletedRows"] == sum(1 for i in range(30) if i % 3 == 0)
