@@ -302,6 +302,7 @@ class _Downgrade:
     def execute(self) -> DowngradeResult:
         if not self.drop:
             return self._result(False)
+        self._check_purge()
         self._disable()
         self._purge()
         if not self.truncate:
@@ -312,6 +313,12 @@ class _Downgrade:
             self._checkpoint(version, "protected checkpoint of the drop")
             return self._result(False, version=version)
         return self._truncate_and_drop()
+
+    def _check_purge(self) -> None:
+        """Plan the purge before the first commit: a DV that cannot be read or a file
+        outside the table root then stops the command while the table is still untouched."""
+        if _dv_files(self.snapshot):
+            run_optimize(self.log, OptimizeRequest(purge=True, dry_run=True), self.engine_for)
 
     def _disable(self) -> None:
         """Set delta.enableDeletionVectors=false unless DVs are already off."""

@@ -410,6 +410,12 @@ def _check_data_file(
     if row["numRecords"] not in (None, footer_rows):
         message = f"data file {location} has {footer_rows} rows; its stats say {row['numRecords']}"
         problems.append(Problem("num-records", path, message))
+    if row["numRecords"] is None and row["deletionVector"] is not None:
+        message = (
+            f"data file {location} has a deletion vector but no numRecords in its stats, "
+            f"which the protocol requires (it has {footer_rows} rows)"
+        )
+        problems.append(Problem("num-records", path, message))
     return problems, footer_rows
 
 

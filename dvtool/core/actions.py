@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -114,6 +115,24 @@ def _extra_column(
         extra = {k: v for k, v in action.items() if k not in known}
         texts.append(json.dumps(extra, separators=(",", ":")) if extra else None)
     return pa.array(texts, pa.string())
+
+
+def unsafe_path_reason(path_in_log: str) -> str | None:
+    """Why a path from the log must not be acted on by a writing command, or None.
+
+    Paths in the log are RFC 2396 URIs: raw control characters and backslashes are not
+    allowed in them, and no writer produces them. A `..` segment (also percent-encoded, as
+    `%2E%2E`) climbs out of the directory it starts in; Delta writers never write one.
+    Where the path leads (inside the table root or not) is for the storage layer to decide.
+    """
+    decoded = unquote(path_in_log)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
+        return "it contains control characters"
+    if "\\" in path_in_log:
+        return "it contains a backslash, which a URI path cannot hold unencoded"
+    if ".." in decoded.split("/"):
+        return "it has a '..' segment"
+    return None
 
 
 def file_action_key(path: str, dv: Mapping[str, Any] | None) -> tuple[str, str | None]:

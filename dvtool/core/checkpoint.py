@@ -17,6 +17,7 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -336,6 +337,8 @@ def parse_interval_ms(text: str) -> int:
         if name not in _INTERVAL_UNITS_MS:
             raise ValueError(f"interval {text!r}: unit {unit!r} has no fixed length")
         total += amount * _INTERVAL_UNITS_MS[name]
+    if not math.isfinite(total):
+        raise ValueError(f"not a finite interval: {text!r}")
     if total < 0:
         raise ValueError(f"negative interval: {text!r}")
     return int(total)
@@ -375,8 +378,13 @@ def checkpoint_table(state: TableState, *, v2: bool, now_ms: int | None = None) 
         )
     with_stats = str(config.get("delta.checkpoint.writeStatsAsJson", "true")).lower() != "false"
     add_fields = [f for f in _ADD_CHECKPOINT_FIELDS if with_stats or f[0] != "stats"]
-    add_type = pa.struct(add_fields)
-    remove_type = pa.struct(_REMOVE_CHECKPOINT_FIELDS)
+    removes = _unexpired(state.removes, config, now_ms)
+    add_extras = unmodelled_fields(state.adds)
+    remove_extras = unmodelled_fields(removes)
+    add_type = pa.struct([*add_fields, *(pa.field(k, v.type) for k, v in add_extras.items())])
+    remove_type = pa.struct(
+        [*_REMOVE_CHECKPOINT_FIELDS, *(pa.field(k, v.type) for k, v in remove_extras.items())]
+    )
     columns: list[tuple[str, pa.DataType]] = [
         ("txn", _TXN_TYPE),
         ("add", add_type),
@@ -406,11 +414,11 @@ def checkpoint_table(state: TableState, *, v2: bool, now_ms: int | None = None) 
     if domains:
         parts.append(_part(schema, "domainMetadata", domains))
     if state.adds.num_rows:
-        adds = _file_structs(state.adds, add_type)
+        adds = _file_structs(state.adds, add_type, add_extras)
         parts.append(_column_part(schema, "add", adds))
-    removes = _unexpired(state.removes, config, now_ms)
     if removes.num_rows:
-        parts.append(_column_part(schema, "remove", _file_structs(removes, remove_type)))
+        remove_structs = _file_structs(removes, remove_type, remove_extras)
+        parts.append(_column_part(schema, "remove", remove_structs))
     return pa.concat_tables(parts).combine_chunks()
 
 
@@ -456,12 +464,17 @@ def _column_part(schema: pa.Schema, column: str, values: pa.Array) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _file_structs(table: pa.Table, typ: pa.StructType) -> pa.Array:
-    """Canonical add/remove rows as a checkpoint struct column, column by column."""
+def _file_structs(
+    table: pa.Table, typ: pa.StructType, extras: Mapping[str, pa.Array] | None = None
+) -> pa.Array:
+    """Canonical add/remove rows as a checkpoint struct column, column by column; `extras`
+    holds the columns of fields dvtool does not model (`unmodelled_fields`)."""
     n = table.num_rows
     children: list[pa.Array] = []
     for f in typ:
-        if f.name == "dataChange":
+        if extras and f.name in extras:
+            children.append(extras[f.name])
+        elif f.name == "dataChange":
             children.append(pa.array([False] * n, pa.bool_()))
         elif f.name == "deletionVector":
             children.append(_checkpoint_dv(_combined(table.column("deletionVector"))))
@@ -471,6 +484,45 @@ def _file_structs(table: pa.Table, typ: pa.StructType) -> pa.Array:
         else:
             children.append(pa.nulls(n, f.type))
     return pa.StructArray.from_arrays(children, fields=list(typ))
+
+
+def unmodelled_fields(table: pa.Table) -> dict[str, pa.Array]:
+    """The fields of canonical add/remove rows that dvtool does not model, as typed columns.
+
+    They are kept per row as `extraFields` JSON text; here each becomes a column with the
+    type pyarrow infers from its JSON values, so a checkpoint carries them as dvtool's
+    commits do and a later writer that knows them still finds them.
+    A field whose values have no common type, or a type parquet cannot store (an empty
+    struct), cannot be one checkpoint column and is left out; readers must ignore unknown
+    fields anyway, so the checkpoint stays valid. Names of checkpoint-only renderings
+    (`stats_parsed`, `partitionValues_parsed`) are never taken from unknown fields.
+    """
+    texts = table.column(EXTRA_FIELD[0]) if EXTRA_FIELD[0] in table.column_names else None
+    if texts is None or texts.null_count == len(texts):
+        return {}
+    decoded = [json.loads(text) if text else {} for text in texts.to_pylist()]
+    names = sorted(set().union(*decoded) - _MODELLED)
+    columns: dict[str, pa.Array] = {}
+    for name in names:
+        try:
+            values = pa.array([row.get(name) for row in decoded])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            continue
+        if _parquet_storable(values.type):
+            columns[name] = values
+    return columns
+
+
+def _parquet_storable(typ: pa.DataType) -> bool:
+    """False for types parquet cannot write: empty structs, also nested in lists or maps."""
+    if pa.types.is_struct(typ):
+        fields = [typ.field(i).type for i in range(typ.num_fields)]
+        return bool(fields) and all(_parquet_storable(t) for t in fields)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _parquet_storable(typ.value_type)
+    if pa.types.is_map(typ):
+        return _parquet_storable(typ.key_type) and _parquet_storable(typ.item_type)
+    return not pa.types.is_null(typ)
 
 
 def _checkpoint_dv(dv: pa.Array) -> pa.Array:

@@ -157,7 +157,10 @@ def plan_segment(
     cp_version = max(usable) if usable else None
     start = 0 if cp_version is None else cp_version + 1
     needed = [c for c in commits if start <= c.version <= version]
-    _check_contiguous(needed, start, version, cp_version)
+    try:
+        _check_contiguous(needed, start, version, cp_version)
+    except LogError as e:
+        raise _with_incomplete_checkpoint(e, files, start, version) from None
     deltas = _use_compactions(files, needed, start, version)
     cp = checkpoints[cp_version] if cp_version is not None else ()
     return LogSegment(version, cp, tuple(deltas), tuple(needed))
@@ -168,6 +171,41 @@ def _latest_version(commits: list[LogFile], checkpoints: dict[int, tuple[LogFile
     if not candidates:
         raise LogError("the _delta_log holds no commit or checkpoint")
     return max(candidates)
+
+
+def missing_checkpoint_parts(files: Iterable[LogFile]) -> dict[int, list[str]]:
+    """The file names missing from each incomplete multi-part checkpoint, by version."""
+    parts: dict[tuple[int, int], set[int]] = {}
+    for f in files:
+        if f.kind == LogFileKind.MULTIPART_CHECKPOINT:
+            parts.setdefault((f.version, f.parts), set()).add(f.part)
+    missing: dict[int, list[str]] = {}
+    for (version, total), present in sorted(parts.items()):
+        absent = [n for n in range(1, total + 1) if n not in present]
+        if absent:
+            missing.setdefault(version, []).extend(
+                f"{version:020d}.checkpoint.{n:010d}.{total:010d}.parquet" for n in absent
+            )
+    return missing
+
+
+def _with_incomplete_checkpoint(
+    error: LogError, files: Sequence[LogFile], start: int, version: int
+) -> LogError:
+    """`error` (commits missing) naming the part files of a multi-part checkpoint in the
+    range that would have covered them: a lost part is the likelier root cause."""
+    incomplete = {
+        v: names for v, names in missing_checkpoint_parts(files).items() if start <= v <= version
+    }
+    if not incomplete:
+        return error
+    v = max(incomplete)
+    names = ", ".join(incomplete[v])
+    return LogError(
+        f"{error.message}; the multi-part checkpoint of version {v}, which would cover them, "
+        f"is incomplete (missing {names})",
+        hint="Restore the missing checkpoint part (or the commits before it).",
+    )
 
 
 def _check_contiguous(

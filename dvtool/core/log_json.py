@@ -76,7 +76,7 @@ def _parse_line(line: str, number: int, name: str) -> Any:
 
 def batch_from_actions(actions: list[dict[str, Any]], version: int, name: str) -> ActionBatch:
     """Sort decoded actions into an ActionBatch; unknown action types are ignored."""
-    batch = ActionBatch(version)
+    batch = ActionBatch(version, name=name)
     for action in actions:
         ((kind, body),) = action.items()
         if not isinstance(body, dict):
@@ -118,9 +118,50 @@ def _parse(parser: Any, body: dict[str, Any], kind: str, name: str) -> Any:
         raise LogError(f"log file {name}: malformed '{kind}' action ({e})") from None
 
 
-def parse_commit(data: bytes, version: int, name: str) -> ActionBatch:
-    """Parse one commit or log compaction file into an ActionBatch."""
-    return batch_from_actions(parse_actions(data, name), version, name)
+def parse_commit(
+    data: bytes, version: int, name: str, *, single_version: bool = True
+) -> ActionBatch:
+    """Parse one commit (`single_version`) or log compaction file into an ActionBatch.
+
+    A commit must name each path in at most one add and one remove (see
+    `check_one_action_per_path`); a log compaction spans versions, so it may hold several
+    removes of one path with different DVs.
+    """
+    batch = batch_from_actions(parse_actions(data, name), version, name)
+    if single_version:
+        check_one_action_per_path(batch, name)
+    return batch
+
+
+def check_one_action_per_path(batch: ActionBatch, name: str) -> None:
+    """Refuse a commit with two adds (or two removes) of one path.
+
+    PROTOCOL.md (Action Reconciliation): actions of a commit are not ordered, so a valid
+    version holds at most one file action of each type per path, whatever its DV. Two adds
+    of one path would make the data file live twice, or leave it ambiguous which DV applies.
+    """
+    for kind, actions in (("add", batch.adds), ("remove", batch.removes)):
+        paths = [action.get("path") for action in actions]
+        try:
+            if len(set(paths)) == len(paths):
+                continue
+        except TypeError:
+            continue  # an unhashable path: replay reports the malformed action
+        raise LogError(
+            f"log file {name} holds more than one '{kind}' of data file "
+            f"{_first_duplicate(paths)!r}",
+            hint="A commit may add and remove each path at most once; this commit is "
+            "invalid. Restore it from a backup.",
+        )
+
+
+def _first_duplicate(values: list[Any]) -> Any:
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
 
 
 def first_commit_info(data: bytes) -> dict[str, Any] | None:

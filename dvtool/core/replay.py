@@ -36,7 +36,8 @@ class ActionBatch:
     """The actions of one commit, log compaction file or checkpoint.
 
     `adds`/`removes` hold JSON objects (commits) or are empty while `add_table`/
-    `remove_table` hold canonical pyarrow tables (checkpoints).
+    `remove_table` hold canonical pyarrow tables (checkpoints). `name` is the log file the
+    batch came from, for error messages (empty when unknown).
     """
 
     version: int
@@ -50,6 +51,12 @@ class ActionBatch:
     sidecars: list[Mapping[str, Any]] = field(default_factory=list)
     add_table: pa.Table | None = None
     remove_table: pa.Table | None = None
+    name: str = ""
+
+    @property
+    def source(self) -> str:
+        """The batch's log file for messages: its name, else its version."""
+        return f"log file {self.name}" if self.name else f"version {self.version}"
 
 
 @dataclass
@@ -101,6 +108,9 @@ class Replayer:
         self._removes: list[Mapping[str, Any]] = []
         self._add_tables: list[pa.Table] = []
         self._remove_tables: list[pa.Table] = []
+        # (log file, first, end) of the JSON actions each batch contributed, for messages.
+        self._add_sources: list[tuple[str, int, int]] = []
+        self._remove_sources: list[tuple[str, int, int]] = []
 
     def apply(self, batch: ActionBatch) -> None:
         """Apply a batch older than every batch applied so far."""
@@ -123,19 +133,22 @@ class Replayer:
 
     def _apply_file_dicts(self, batch: ActionBatch) -> None:
         seen = self._seen
-        for actions, out in ((batch.removes, self._removes), (batch.adds, self._adds)):
-            try:
-                for action in actions:
-                    dv = action.get("deletionVector")
-                    path = action["path"]
-                    key = path + _KEY_SEP if dv is None else key_string(path, dv)
-                    if key not in seen:
-                        seen.add(key)
-                        out.append(action)
-            except (KeyError, TypeError):
-                raise LogError(
-                    f"a file action in version {batch.version} has no valid path"
-                ) from None
+        for actions, out, sources in (
+            (batch.removes, self._removes, self._remove_sources),
+            (batch.adds, self._adds, self._add_sources),
+        ):
+            start = len(out)
+            for action in actions:
+                path = action.get("path")
+                if type(path) is str and path and action.get("deletionVector") is None:
+                    key = path + _KEY_SEP  # the common case, kept inline for speed
+                else:
+                    key = _action_key(action, batch)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(action)
+            if len(out) > start:
+                sources.append((batch.source, start, len(out)))
 
     def _unseen(self, table: pa.Table) -> pa.Table:
         if not self._seen or table.num_rows == 0:
@@ -148,15 +161,46 @@ class Replayer:
         if self.protocol is None or self.metadata is None:
             missing = "protocol" if self.protocol is None else "metaData"
             raise LogError(f"the log has no {missing} action up to version {self.version}")
-        adds = _concat([file_actions_table(self._adds, ADD_SCHEMA), *self._add_tables], ADD_SCHEMA)
-        removes = _concat(
-            [file_actions_table(self._removes, REMOVE_SCHEMA), *self._remove_tables],
-            REMOVE_SCHEMA,
-        )
+        add_rows = _located_table(self._adds, self._add_sources, ADD_SCHEMA)
+        adds = _concat([add_rows, *self._add_tables], ADD_SCHEMA)
+        remove_rows = _located_table(self._removes, self._remove_sources, REMOVE_SCHEMA)
+        removes = _concat([remove_rows, *self._remove_tables], REMOVE_SCHEMA)
         domains = {d: dm for d, dm in self.domains.items() if not dm.removed}
         return TableState(
             self.version, self.protocol, self.metadata, self.txns, domains, adds, removes
         )
+
+
+def _action_key(action: Mapping[str, Any], batch: ActionBatch) -> str:
+    """`key_string` of a JSON file action; LogError naming the batch's file if malformed."""
+    dv = action.get("deletionVector")
+    path = action.get("path")
+    if not isinstance(path, str) or not path:
+        raise LogError(f"{batch.source}: a file action has no valid path ({path!r})")
+    if dv is None:
+        return path + _KEY_SEP
+    if not isinstance(dv, Mapping):
+        raise LogError(f"{batch.source}: the deletionVector of {path!r} is not an object")
+    return key_string(path, dv)
+
+
+def _located_table(
+    actions: list[Mapping[str, Any]], sources: list[tuple[str, int, int]], schema: pa.Schema
+) -> pa.Table:
+    """`file_actions_table` of the JSON actions; a malformed field names its log file.
+
+    The table is built in one pass; only when that fails is each batch's slice built alone,
+    to find the file that holds the bad value.
+    """
+    try:
+        return file_actions_table(actions, schema)
+    except LogError as e:
+        for source, start, end in sources:
+            try:
+                file_actions_table(actions[start:end], schema)
+            except LogError as located:
+                raise LogError(f"{source}: {located.message}") from None
+        raise e from None
 
 
 def _concat(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:

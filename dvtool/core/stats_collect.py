@@ -40,6 +40,15 @@ Which statistics:
   infinite is left out too.
 - A column whose values are all null has no min/max; its nullCount is numRecords. Nested
   structs without any min/max are left out of minValues/maxValues.
+
+Min/max from a parquet footer: a writer that just wrote the file can call `defer_bounds()`
+before the first batch; the collector then stops computing min/max (one `min_max` pass per
+column and batch) for the leaves whose parquet statistics are exact and ordered as Arrow
+orders them: top-level signed integers, strings, `date32` and timestamps. The writer feeds
+each row group's footer min/max to `add_bounds` (timestamps as raw integers in the file's
+unit), and the data of any leaf whose footer lacks them to `update_bounds`. The statistics
+are the same either way; floats (NaN, signed zeros), decimals, binaries, `date64` and nested
+leaves are always computed from the data.
 """
 
 from __future__ import annotations
@@ -99,6 +108,7 @@ class _Leaf:
     maximum: Any = None
     null_count: int = 0
     has_nan: bool = False
+    deferred: bool = False  # min/max come from `add_bounds`/`update_bounds`, not `update`
 
 
 class StatsCollector:
@@ -120,9 +130,9 @@ class StatsCollector:
         self.schema = schema
         self.string_prefix_length = string_prefix_length
         self.num_records = 0
-        self._leaves = [
-            _Leaf(path, *_kind(t)) for path, t in _select_leaves(schema, indexed_columns)
-        ]
+        self._types = _select_leaves(schema, indexed_columns)
+        self._leaves = [_Leaf(path, *_kind(t)) for path, t in self._types]
+        self._deferred: dict[tuple[str, ...], _Leaf] = {}
 
     @property
     def columns(self) -> list[tuple[str, ...]]:
@@ -146,8 +156,52 @@ class StatsCollector:
                 leaf.null_count += rows
                 continue
             leaf.null_count += array.null_count
-            if leaf.kind != "none" and array.null_count < len(array):
+            if leaf.kind != "none" and not leaf.deferred and array.null_count < len(array):
                 _update_min_max(leaf, array)
+
+    def defer_bounds(self) -> list[tuple[str, ...]]:
+        """Stop computing min/max in `update` for the leaves a parquet footer gives exactly.
+
+        Returns their paths (one name each: top-level columns only). The caller must then
+        pass every row group's footer min/max of each to `add_bounds`, or its data to
+        `update_bounds`, else their min/max are missing from `result`.
+        """
+        for leaf, (_, arrow_type) in zip(self._leaves, self._types, strict=True):
+            if _footer_exact(leaf.path, arrow_type):
+                leaf.deferred = True
+                self._deferred[leaf.path] = leaf
+        return list(self._deferred)
+
+    def add_bounds(self, path: tuple[str, ...], low: Any, high: Any, unit: str = "") -> bool:
+        """Merge one row group's footer min/max of the deferred leaf at `path`.
+
+        Values are python values as parquet statistics give them (int, str, date); for
+        timestamps raw integers in `unit` (`s`, `ms`, `us`, `ns`), floored to milliseconds
+        here. Returns False, merging nothing, when the values are not of the leaf's kind:
+        the caller then uses `update_bounds`.
+        """
+        leaf = self._deferred_leaf(path)
+        if not _footer_values_fit(leaf.kind, unit, low, high):
+            return False
+        if leaf.kind in ("timestamp", "timestamp_ntz"):
+            low, high = _floor_ms(low, unit), _floor_ms(high, unit)
+        _merge_bounds(leaf, low, high)
+        return True
+
+    def update_bounds(self, batch: pa.RecordBatch, paths: Sequence[tuple[str, ...]]) -> None:
+        """Min/max of the deferred leaves at `paths` from the rows of `batch` (their data)."""
+        cache: dict[tuple[str, ...], pa.Array | None] = {}
+        for path in paths:
+            leaf = self._deferred_leaf(path)
+            array = _column(batch, leaf.path, cache)
+            if array is not None and array.null_count < len(array):
+                _update_min_max(leaf, array)
+
+    def _deferred_leaf(self, path: tuple[str, ...]) -> _Leaf:
+        leaf = self._deferred.get(tuple(path))
+        if leaf is None:
+            raise KeyError(f"no deferred statistics column {'.'.join(path)}")
+        return leaf
 
     def result(self, tight_bounds: bool | None = True) -> dict[str, Any]:
         """The statistics so far; `tightBounds` is left out when `tight_bounds` is None."""
@@ -420,6 +474,49 @@ def _column(
     return array
 
 
+def _footer_exact(path: tuple[str, ...], arrow_type: pa.DataType) -> bool:
+    """Whether parquet footer statistics hold this leaf's min/max exactly as `pc.min_max`
+    gives them: top-level signed integers, strings (both byte-wise ordered), date32 and
+    timestamps. Floats are not (writers skip NaN and store zeros as -0.0/+0.0), nor
+    decimals, date64 (written as days), dictionaries or leaves inside structs."""
+    if len(path) != 1:
+        return False
+    t = arrow_type
+    return bool(
+        pa.types.is_signed_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def _footer_values_fit(kind: str, unit: str, low: Any, high: Any) -> bool:
+    """Whether footer values `low`/`high` are what a leaf of `kind` holds."""
+    if kind in ("timestamp", "timestamp_ntz"):
+        wanted: tuple[type, ...] = (int,)
+        if unit not in _MS_PER_UNIT:
+            return False
+    elif kind == "int":
+        wanted = (int,)
+    elif kind == "string":
+        wanted = (str,)
+    elif kind == "date":
+        return all(type(v) is date for v in (low, high))
+    else:
+        return False
+    return all(isinstance(v, wanted) and not isinstance(v, bool) for v in (low, high))
+
+
+def _merge_bounds(leaf: _Leaf, low: Any, high: Any) -> None:
+    if low is None or high is None:
+        return
+    if leaf.minimum is None or low < leaf.minimum:
+        leaf.minimum = low
+    if leaf.maximum is None or high > leaf.maximum:
+        leaf.maximum = high
+
+
 def _update_min_max(leaf: _Leaf, array: pa.Array) -> None:
     kind = leaf.kind
     if kind in ("timestamp", "timestamp_ntz"):
@@ -434,12 +531,7 @@ def _update_min_max(leaf: _Leaf, array: pa.Array) -> None:
             low, high = low.date(), high.date()
         if kind in ("float", "float32") and (low is None or math.isnan(low)):
             return  # only NaNs (and nulls) here
-    if low is None or high is None:
-        return
-    if leaf.minimum is None or low < leaf.minimum:
-        leaf.minimum = low
-    if leaf.maximum is None or high > leaf.maximum:
-        leaf.maximum = high
+    _merge_bounds(leaf, low, high)
 
 
 def _min_max(array: pa.Array) -> tuple[Any, Any]:

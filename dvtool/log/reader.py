@@ -138,7 +138,7 @@ class DeltaLog:
         checkpoint_batches = self._read_checkpoint(segment.checkpoint)
         with gc_paused():
             delta_batches = [
-                parse_commit(text, f.version, f.name)
+                parse_commit(text, f.version, f.name, single_version=f.kind == LogFileKind.COMMIT)
                 for f, text in zip(segment.deltas, texts, strict=True)
             ]
             batches = [*reversed(delta_batches), *checkpoint_batches]

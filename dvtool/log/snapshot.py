@@ -18,6 +18,7 @@ from dvtool.core.features import reader_features, writer_features
 from dvtool.core.replay import TableState
 from dvtool.core.schema import StructType, column_mapping_mode, parse_schema
 from dvtool.core.stats import num_records
+from dvtool.errors import LogError
 
 if TYPE_CHECKING:
     from dvtool.log.reader import CommitRecord
@@ -76,6 +77,26 @@ class Snapshot:
         """Live add actions with a `numRecords` column (null where stats lack it)."""
         adds = self.state.adds
         return adds.append_column("numRecords", num_records(adds.column("stats")))
+
+    def require_paths_live_once(self, operation: str) -> None:
+        """LogError if a data file is live twice, which no command may act on.
+
+        Replay keys files on (path, DV uniqueId), so a writer that re-added a path with
+        another DV without removing the old add leaves both live: its rows count twice and
+        which DV applies is ambiguous. Valid writers never do this; dvtool refuses to guess.
+        """
+        paths = self.files.column("path")
+        if pc.count_distinct(paths).as_py() == len(paths):
+            return
+        counts = pc.value_counts(paths)
+        twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        raise LogError(
+            f"{operation} refused: data file {twice[0].as_py()!r} is live more than once in "
+            f"version {self.version} (added again with another deletion vector without a "
+            "remove of the earlier add)",
+            hint="The log was written by a faulty writer; repair it (remove the stale add) "
+            "before rewriting or deleting.",
+        )
 
     @cached_property
     def dv_cardinality(self) -> pa.Array:
