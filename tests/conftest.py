@@ -6,14 +6,15 @@ them, so tests that need them fail, never skip, when they are missing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.oracles import GOLDEN, copy_golden
+from tests.s3_server import S3Server, moto_s3_server
 
-__all__ = ["GOLDEN", "golden_copy"]
+__all__ = ["GOLDEN", "golden_copy", "s3_server"]
 
 
 @pytest.fixture
@@ -25,3 +26,11 @@ def golden_copy(tmp_path: Path) -> Callable[[str], Path]:
         return copy_golden(name, tmp_path / "golden")
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto S3 server on 127.0.0.1 for the session (see tests/s3_server.py); tests use
+    their own key prefixes in its bucket. Stopped when the session ends."""
+    with moto_s3_server() as server:
+        yield server

@@ -9,7 +9,6 @@ import json
 import multiprocessing
 import os
 import random
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 from dvtool.errors import FileMissingError, StorageError
 from dvtool.storage import FileInfo, Storage, _fsspec_options
+from tests.s3_server import S3Server
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
 KINDS = ["local", "file_uri", "memory"]
@@ -608,41 +608,11 @@ class TestDelete:
 # S3 through a local moto server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="class")
-def s3_endpoint() -> Iterator[str]:
-    pytest.importorskip("s3fs")
-    server_module = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = server_module.ThreadedMotoServer(
-        ip_address="127.0.0.1", port=free_port(), verbose=False
-    )
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            region_name="us-east-1",
-        ).create_bucket(Bucket="dvtool-test")
-        yield endpoint
-    finally:
-        server.stop()
-
-
 class TestS3Moto:
     @pytest.fixture
-    def s3(self, s3_endpoint: str, request: pytest.FixtureRequest) -> Storage:
-        options = {"endpoint_url": s3_endpoint, "key": "test", "secret": "test"}
-        return Storage.for_table(f"s3://dvtool-test/{request.node.name}", options)
+    def s3(self, s3_server: S3Server, request: pytest.FixtureRequest) -> Storage:
+        """A table root of its own on the session's moto server (tests/s3_server.py)."""
+        return Storage.for_table(s3_server.uri(request.node.name), s3_server.storage_options())
 
     def test_put_if_absent(self, s3: Storage) -> None:
         location = s3.join("_delta_log/00000000000000000000.json")

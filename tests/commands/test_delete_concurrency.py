@@ -12,16 +12,15 @@ Heavy libraries are imported inside the functions so the spawned children start 
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import re
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
+from tests.racers import Racers
+
 COMMIT = re.compile(r"^(\d{20})\.json$")
-TIMEOUT_S = 90
 ROUNDS = 8
 
 
@@ -46,58 +45,6 @@ def _run_job(job: tuple[Any, ...]) -> tuple[Any, ...]:
         return ("ok", where, deleted.version, deleted.attempts, deleted.mode)
 
     return run  # type: ignore[return-value]
-
-
-def _racer(jobs: Any, barrier: Any, out: Any) -> None:
-    """A spawned process: for each job, prepare it, wait for the others, run it."""
-    while (job := jobs.get()) is not None:
-        try:
-            run = _run_job(job)
-        except BaseException:
-            out.put(("error", job, traceback.format_exc(), 0, ""))
-            barrier.abort()
-            continue
-        try:
-            barrier.wait()
-            out.put(run())
-        except BaseException:
-            out.put(("error", job, traceback.format_exc(), 0, ""))
-
-
-class Racers:
-    """`n` spawned processes that run one job each per `race`, released by a Barrier."""
-
-    def __init__(self, n: int) -> None:
-        ctx = mp.get_context("spawn")
-        self.barrier = ctx.Barrier(n)
-        self.out = ctx.Queue()
-        self.inboxes = [ctx.Queue() for _ in range(n)]
-        self.procs = [
-            ctx.Process(target=_racer, args=(inbox, self.barrier, self.out), daemon=True)
-            for inbox in self.inboxes
-        ]
-        for p in self.procs:
-            p.start()
-
-    def race(self, jobs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        assert len(jobs) == len(self.procs)
-        for inbox, job in zip(self.inboxes, jobs, strict=True):
-            inbox.put(job)
-        results = [self.out.get(timeout=TIMEOUT_S) for _ in jobs]
-        errors = [str(r[2]) for r in results if r[0] == "error"]
-        assert not errors, "\n".join(errors)
-        return results
-
-    def __enter__(self) -> Racers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for inbox in self.inboxes:
-            inbox.put(None)
-        for p in self.procs:
-            p.join(timeout=TIMEOUT_S)
-            if p.is_alive():
-                p.kill()
 
 
 def _versions(table: Path) -> list[int]:
@@ -141,7 +88,7 @@ def test_disjoint_concurrent_deletes_all_land(tmp_path: Path) -> None:
     assert first == list(range(first[-1] + 1))
     jobs = [("delete", str(table), f"id % 5 = {k}", "auto") for k in range(4)]
 
-    with Racers(4) as racers:
+    with Racers(4, _run_job) as racers:
         results = racers.race(jobs)
 
     versions = _versions(table)
@@ -165,7 +112,7 @@ def test_disjoint_concurrent_deletes_all_land(tmp_path: Path) -> None:
 
 def test_copy_on_write_racing_a_dv_delete_never_resurrects_rows(tmp_path: Path) -> None:
     orders = []
-    with Racers(2) as racers:
+    with Racers(2, _run_job) as racers:
         for round_ in range(ROUNDS):
             table = tmp_path / f"t{round_}"
             ids = _make_table(table, files=2, rows_per_file=60)
@@ -198,7 +145,7 @@ def test_concurrent_enables_commit_once(tmp_path: Path) -> None:
     table = tmp_path / "t"
     _make_table(table, files=2, rows_per_file=10, enable=False)
     start = _versions(table)[-1]
-    with Racers(3) as racers:
+    with Racers(3, _run_job) as racers:
         results = racers.race([("enable", str(table))] * 3)
     assert _versions(table) == list(range(start + 2))
     assert sorted((r[2] is None, r[2]) for r in results) == [
