@@ -37,6 +37,13 @@ class StorageError(DvtoolError):
     """The storage layer could not read, list or write a file."""
 
 
+class CommitOutcomeUnknownError(StorageError):
+    """A commit was sent but neither its success nor its failure could be confirmed.
+
+    The files the commit names must then be kept: the log may reference them.
+    """
+
+
 class FileMissingError(StorageError):
     """A file the operation needs does not exist."""
 
@@ -150,7 +157,13 @@ class PredicateError(DvtoolError):
 
 
 class CommitConflictError(DvtoolError):
-    """A concurrent commit conflicts with this transaction and retrying cannot resolve it."""
+    """A concurrent commit conflicts with this transaction and retrying cannot resolve it.
+
+    Its own exit code, so that a job can tell "run it again" from a real failure: nothing of
+    the transaction was committed.
+    """
+
+    exit_code = 4
 
 
 class WriteRefusedError(DvtoolError):

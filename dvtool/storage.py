@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -76,13 +77,14 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
 import fsspec
 import fsspec.core
 import pyarrow.fs as pafs
 
+from dvtool import faults
 from dvtool.errors import DvtoolError, FileMissingError, StorageError
 
 __all__ = ["FileInfo", "ReadableFile", "Storage", "TreeEntry"]
@@ -118,9 +120,18 @@ _LOG_SAFE = frozenset(string.ascii_letters + string.digits + "-_.!~*'()" + ",;:$
 _LOG_QUOTED_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cs"})
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+# Characters fsspec's bulk `rm` reads as a glob pattern (it expands them before deleting).
+_GLOB_CHARS = re.compile(r"[*?\[]")
 _NO_HARD_LINK_ERRNOS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 _PARQUET_BLOCK_SIZE = 4 * 2**20
-_CREATE_ATTEMPTS = 4
+_ATTEMPTS = 4
+_RETRY_DELAY_S = 0.05
+# OSError numbers of failures worth retrying: the store was busy (S3 409 conflicting
+# conditional write, 503 SlowDown: EBUSY in s3fs), a 5xx (EREMOTEIO), a timeout or a reset.
+_RETRYABLE_ERRNOS = frozenset(
+    {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.EREMOTEIO}
+)
+T = TypeVar("T")
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -189,6 +200,7 @@ class Storage:
         self._bucket = root_path.lstrip("/").partition("/")[0]
         self._authority = authority or self._bucket
         self.unsafe_single_writer = unsafe_single_writer
+        self.retries = 0  # backend calls retried after a retryable failure
         self.root: str = self._to_location(root_path)
         self._arrow_fs: pafs.FileSystem | None = None
 
@@ -285,12 +297,15 @@ class Storage:
         """
         path = self._fs_path(location)
         base = self._to_location(path)
-        with _backend_errors(location, "list"):
+
+        def listing() -> list[dict[str, Any]]:
             self._fs.invalidate_cache(path)
             try:
-                entries = self._fs.ls(path, detail=True)
+                return list(self._fs.ls(path, detail=True))
             except (FileNotFoundError, NotADirectoryError):
                 return []
+
+        entries = self._call(location, "list", listing)
         infos = [_file_info(e, base) for e in entries if _is_child_file(e, path)]
         if start_after is not None:
             infos = [i for i in infos if i.name > start_after]
@@ -299,8 +314,7 @@ class Storage:
     def read(self, location: str) -> bytes:
         """The whole file; FileMissingError if it does not exist."""
         path = self._fs_path(location)
-        with _backend_errors(location, "read"):
-            return bytes(self._fs.cat_file(path))
+        return self._call(location, "read", lambda: bytes(self._fs.cat_file(path)))
 
     def read_range(self, location: str, offset: int, size: int) -> bytes:
         """Exactly `size` bytes at `offset`, read without fetching the rest of the file."""
@@ -310,8 +324,11 @@ class Storage:
         if size == 0:
             self.size(location)
             return b""
-        with _backend_errors(location, "read"):
-            data = bytes(self._fs.cat_file(path, start=offset, end=offset + size))
+        data = self._call(
+            location,
+            "read",
+            lambda: bytes(self._fs.cat_file(path, start=offset, end=offset + size)),
+        )
         if len(data) != size:
             raise StorageError(
                 f"short read from {location}: wanted bytes {offset}..{offset + size} "
@@ -322,13 +339,16 @@ class Storage:
     def info(self, location: str) -> FileInfo | None:
         """The file's size and modification time, or None if no file is there."""
         path = self._fs_path(location)
-        with _backend_errors(location, "stat"):
+
+        def stat() -> dict[str, Any] | None:
             self._fs.invalidate_cache(path)
             try:
-                entry = self._fs.info(path)
+                return dict(self._fs.info(path))
             except FileNotFoundError:
                 return None
-        if entry.get("type") != "file":
+
+        entry = self._call(location, "stat", stat)
+        if entry is None or entry.get("type") != "file":
             return None
         normalized = self._to_location(path)
         parent, _, name = normalized.rpartition("/")
@@ -379,16 +399,19 @@ class Storage:
         `unsafe_single_writer`, see the module docstring).
         """
         path = self._fs_path(location)
-        if self._local:
-            return self._local_put_if_absent(location, path, data)
-        if self.protocol == "memory":
-            with _MEMORY_LOCK, _backend_errors(location, "create", missing=False):
-                return self._create_only(path, data)
-        problem = _create_only_problem(self.protocol)
-        if problem is not None:
-            self._refuse_unsafe(location, problem)
-            return self._unsafe_put_if_absent(location, path, data)
-        return self._remote_put_if_absent(location, path, data)
+        create = self._exclusive_create(location, path)
+        half = (lambda: faults.half_temp_file(path, data)) if self._local else None
+        attempts = 0
+
+        def once() -> bool:
+            nonlocal attempts
+            attempts += 1
+            if faults.storage_call("commit", lambda: create(data), half):
+                return True
+            # A retry after a lost reply finds the file that reply was about: still ours.
+            return attempts > 1 and self._holds_exactly(location, path, data)
+
+        return self._call(location, "create", once, missing=False)
 
     def write(self, location: str, data: bytes) -> None:
         """Write a new, uniquely named file (data or DV file); no reader sees half of it."""
@@ -401,7 +424,8 @@ class Storage:
         local file system) is removed too: Hadoop readers would reject the new bytes with it.
         """
         path = self._fs_path(location)
-        with _backend_errors(location, "write", missing=False):
+
+        def replace() -> None:
             if self._local:
                 _local_replace(path, data)
                 head, name = os.path.split(path)
@@ -410,17 +434,28 @@ class Storage:
             else:
                 self._fs.pipe_file(path, data)
 
+        half = (lambda: faults.half_temp_file(path, data)) if self._local else None
+        step = _write_step(location)
+        self._call(
+            location, "write", lambda: faults.storage_call(step, replace, half), missing=False
+        )
+
     def delete(self, location: str) -> None:
         """Delete a file; a file that is already gone is not an error."""
         path = self._fs_path(location)
-        with (
-            _backend_errors(location, "delete", missing=False),
-            contextlib.suppress(FileNotFoundError),
-        ):
-            self._fs.rm_file(path)
+
+        def remove() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.rm_file(path)
+
+        self._call(location, "delete", lambda: faults.storage_call("delete", remove), missing=False)
 
     def delete_many(self, locations: Iterable[str]) -> None:
-        """Delete files (in bulk requests on object stores); missing ones are skipped."""
+        """Delete files (in bulk requests on object stores); missing ones are skipped.
+
+        A path with a glob character (`*`, `?`, `[`) is deleted on its own, by name: fsspec's
+        bulk delete would expand it as a pattern.
+        """
         locations = list(locations)
         if self._local or self.protocol == "memory":
             for location in locations:
@@ -428,11 +463,22 @@ class Storage:
             return
         by_bucket: dict[str, list[str]] = {}
         for location in locations:
+            if _GLOB_CHARS.search(location):
+                # fsspec's rm would delete what the pattern matches (say another table's
+                # files under `t1/` for `t[12]/`), not this file: delete it by name.
+                self.delete(location)
+                continue
             path = self._fs_path(location)
             by_bucket.setdefault(path.partition("/")[0], []).append(path)
         for bucket, paths in by_bucket.items():
-            with _backend_errors(f"{self._scheme}://{bucket}", "delete files in", missing=False):
-                self._fs.rm(paths)
+            self._call(
+                f"{self._scheme}://{bucket}",
+                "delete files in",
+                functools.partial(
+                    faults.storage_call, "delete", functools.partial(self._fs.rm, paths)
+                ),
+                missing=False,
+            )
 
     # Recursive listing and cleanup (vacuum)
 
@@ -515,12 +561,15 @@ class Storage:
     def _walk_remote(
         self, location: str, path: str, descend: Callable[[str], bool] | None
     ) -> Iterator[TreeEntry]:
-        with _backend_errors(location, "list"):
+
+        def find() -> dict[str, Any]:
             self._fs.invalidate_cache(path)
             try:
-                entries = self._fs.find(path, detail=True)
+                return dict(self._fs.find(path, detail=True))
             except FileNotFoundError:
-                return
+                return {}
+
+        entries = self._call(location, "list", find)
         allowed: dict[str, bool] = {}
 
         def listed(relative: str) -> bool:
@@ -579,19 +628,45 @@ class Storage:
             return False
         return True
 
-    def _remote_put_if_absent(self, location: str, path: str, data: bytes) -> bool:
-        """Conditional PUT, retried while the store reports a concurrent conditional write."""
-        for attempt in range(_CREATE_ATTEMPTS):
+    def _exclusive_create(self, location: str, path: str) -> Callable[[bytes], bool]:
+        """This backend's create-if-absent: True if it created the file, False if it existed."""
+        if self._local:
+            return functools.partial(self._local_put_if_absent, location, path)
+        if self.protocol == "memory":
+
+            def create_in_memory(data: bytes) -> bool:
+                with _MEMORY_LOCK:
+                    return self._create_only(path, data)
+
+            return create_in_memory
+        problem = _create_only_problem(self.protocol)
+        if problem is not None:
+            self._refuse_unsafe(location, problem)
+            return functools.partial(self._unsafe_put_if_absent, location, path)
+
+        def conditional_put(data: bytes) -> bool:
+            # The backend may retry a PUT whose reply it lost and then find our own object.
+            return self._create_only(path, data) or self._holds_exactly(location, path, data)
+
+        return conditional_put
+
+    def _call(
+        self, location: str, action: str, call: Callable[[], T], *, missing: bool = True
+    ) -> T:
+        """Run a backend call with its errors translated (see `_backend_errors`).
+
+        Failures worth retrying (timeouts, resets, a busy store, 5xx) are retried with
+        exponential backoff, up to `_ATTEMPTS` calls in all; `retries` counts them.
+        """
+        for attempt in range(1, _ATTEMPTS + 1):
             try:
-                with _backend_errors(location, "create", missing=False):
-                    if self._create_only(path, data):
-                        return True
-                    return self._holds_exactly(location, path, data)
+                with _backend_errors(location, action, missing=missing):
+                    return call()
             except StorageError as exc:
-                busy = isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.EBUSY
-                if not busy or attempt == _CREATE_ATTEMPTS - 1:
+                if attempt == _ATTEMPTS or not _is_retryable(exc.__cause__):
                     raise
-                time.sleep(0.05 * 2**attempt)
+                self.retries += 1
+                time.sleep(_RETRY_DELAY_S * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 
     def _holds_exactly(self, location: str, path: str, data: bytes) -> bool:
@@ -603,30 +678,30 @@ class Storage:
 
     def _local_put_if_absent(self, location: str, path: str, data: bytes) -> bool:
         """Temp file, fsync, hard link to the final name (fails if it exists), fsync dir."""
-        with _backend_errors(location, "create", missing=False):
-            tmp = _local_temp(path, data)
+        tmp = _local_temp(path, data)
+        try:
+            faults.reached("commit-temp-written")
             try:
-                try:
-                    os.link(tmp, path)
-                except FileExistsError:
-                    return False
-                except OSError as exc:
-                    if exc.errno not in _NO_HARD_LINK_ERRNOS:
-                        raise
-                    self._refuse_unsafe(location, f"no hard links on this filesystem ({exc})")
-                    return _local_unsafe_create(tmp, path)
-                _fsync_dir(os.path.dirname(path))
-                return True
-            finally:
-                _remove_quietly(tmp)
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINK_ERRNOS:
+                    raise
+                self._refuse_unsafe(location, f"no hard links on this filesystem ({exc})")
+                return _local_unsafe_create(tmp, path)
+            faults.reached("commit-linked")
+            _fsync_dir(os.path.dirname(path))
+            return True
+        finally:
+            _remove_quietly(tmp)
 
     def _unsafe_put_if_absent(self, location: str, path: str, data: bytes) -> bool:
         """Exists-check then write: correct only while no one else writes the table."""
-        with _backend_errors(location, "create", missing=False):
-            if self._fs.exists(path):
-                return False
-            self._fs.pipe_file(path, data)
-            return True
+        if self._fs.exists(path):
+            return False
+        self._fs.pipe_file(path, data)
+        return True
 
     def _refuse_unsafe(self, location: str, problem: str) -> None:
         """Raise unless the user accepted unsafe single-writer commits."""
@@ -864,3 +939,25 @@ def _one_line(exc: BaseException) -> str:
     """The exception's message on one line (its type name if it has none)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _is_retryable(exc: BaseException | None) -> bool:
+    """Whether a backend failure may pass if the call is simply made again."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _RETRYABLE_ERRNOS
+
+
+def _write_step(location: str) -> str:
+    """The fault-injection step (see `dvtool.faults`) of a whole-file write to `location`."""
+    directory, _, name = location.rpartition("/")
+    if directory.endswith("_delta_log"):
+        if name == "_last_checkpoint":
+            return "last-checkpoint"
+        if ".checkpoint" in name and name.endswith(".parquet"):
+            return "checkpoint"
+    if "_symlink_format_manifest" in directory.split("/"):
+        return "manifest"
+    if name.endswith(".bin"):
+        return "dv-file"
+    return "write"

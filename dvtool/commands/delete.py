@@ -26,6 +26,7 @@ from typing import Any
 
 from pyroaring import BitMap64
 
+from dvtool import faults
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -35,9 +36,15 @@ from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore
 from dvtool.engines.arrow import ArrowEngine, write_change_data
 from dvtool.engines.base import Engine, RewriteBin, RewriteInput, ScanFile, TableLayout
-from dvtool.errors import CommitConflictError, UsageError, WriteRefusedError
+from dvtool.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    UsageError,
+    WriteRefusedError,
+)
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
+from dvtool.log.table_root import require_inside_root
 from dvtool.log.writer import LogWriter, snapshot_commit_info
 from dvtool.predicate import Match, Predicate
 
@@ -214,6 +221,8 @@ def _execute(
     progress: Progress | None,
 ) -> DeleteResult:
     started = time.monotonic()
+    plan.snapshot.require_paths_live_once("DELETE")
+    require_inside_root(log.storage, (plan.rows[i] for i in plan.whole + plan.scan), "DELETE")
     store = DVStore(log.storage)
     touched = _whole_files(log, plan, store) + _scan(log, plan, store, engine, progress)
     scan_ms = int((time.monotonic() - started) * 1000)
@@ -365,6 +374,8 @@ def _commit(
         result = LogWriter(log).try_commit(
             snapshot.version, commit_actions, read_set, metadata=snapshot.metadata
         )
+    except CommitOutcomeUnknownError:
+        raise  # the commit may have landed and name these files: they stay
     except BaseException:
         log.storage.delete_many(written)
         raise
@@ -450,6 +461,7 @@ def _rewrite(
     ]
     outputs = engine.rewrite(layout, config, bins)
     written.extend(out.location for out in outputs if out is not None)
+    faults.reached("data-files-written")
     added = added_bytes = copied = change_files = 0
     for (t, _), add_row, out in zip(touched, add_rows, outputs, strict=True):
         actions.append(remove_for_add(add_row, now))

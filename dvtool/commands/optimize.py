@@ -21,10 +21,11 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap64
 
+from dvtool import faults
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -33,11 +34,14 @@ from dvtool.core.features import require_writable
 from dvtool.data_files import WrittenFile, footer_row_count
 from dvtool.dvstore import DVStore
 from dvtool.engines.base import Engine, RewriteBin, RewriteInput, TableLayout
-from dvtool.errors import CommitConflictError, UsageError
+from dvtool.errors import CommitConflictError, CommitOutcomeUnknownError, UsageError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
+from dvtool.log.table_root import require_inside_root
 from dvtool.log.writer import LogWriter, snapshot_commit_info
-from dvtool.predicate import Match, Predicate
+
+if TYPE_CHECKING:  # imported only for --where: sqlglot and acero cost ~0.1 s at start-up
+    from dvtool.predicate import Predicate
 
 DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
 COMPACTION_DELETED_RATIO = 0.05
@@ -113,6 +117,7 @@ def run_optimize(
     snapshot = log.snapshot()
     operation = "REORG" if request.purge else "OPTIMIZE"
     require_writable(snapshot.protocol, snapshot.metadata, operation)
+    snapshot.require_paths_live_once(operation)
     store = DVStore(log.storage)
     candidates = _candidates(log, snapshot, request, store)
     bins = _bins(log, snapshot, request, candidates)
@@ -152,11 +157,12 @@ def _candidates(
     out = []
     for index, row in enumerate(rows):
         partitions = dict(row["partitionValues"] or [])
-        if where is not None and where.file_match(partitions, None) is Match.NONE:
+        if where is not None and _excluded(where, partitions):
             continue
         dv = row["deletionVector"]
         if not _wanted(request, row, dv, target):
             continue
+        require_inside_root(log.storage, [row], "REORG" if request.purge else "OPTIMIZE")
         records = row["numRecords"]
         if records is None:
             records = footer_row_count(log.storage, log.storage.resolve(row["path"]))
@@ -192,9 +198,18 @@ def _compaction_candidate(c: _Candidate, target: int) -> bool:
     return bool(c.row["size"] < target or ratio > COMPACTION_DELETED_RATIO)
 
 
+def _excluded(where: Predicate, partitions: dict[str, Any]) -> bool:
+    """Whether the partition values prove that no row of the file matches `where`."""
+    from dvtool.predicate import Match
+
+    return where.file_match(partitions, None) is Match.NONE
+
+
 def _partition_filter(snapshot: Snapshot, where: str | None) -> Predicate | None:
     if where is None:
         return None
+    from dvtool.predicate import Predicate
+
     predicate = Predicate.parse(
         where, snapshot.schema, snapshot.metadata.partition_columns, snapshot.column_mapping_mode
     )
@@ -302,6 +317,7 @@ def _execute(
         config = snapshot.metadata.configuration
         written = engine.rewrite(layout, config, [b for b, _ in batch], advance)
         try:
+            faults.reached("data-files-written")
             version, warning = _commit_batch(
                 log, snapshot, request, operation, batch, written, planned[start : start + size]
             )
@@ -311,6 +327,8 @@ def _execute(
                 e.message += f"; earlier batches were committed as versions {versions}"
                 e.args = (str(e),)
             raise
+        except CommitOutcomeUnknownError:
+            raise  # the commit may have landed and name these files: they stay
         except BaseException:
             _discard(log, written)
             raise

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import posixpath
 import re
 import time
@@ -75,6 +76,7 @@ ORPHAN_DATA = "orphan data file"
 EXPIRED_TOMBSTONE = "expired tombstone"
 ORPHAN_DV = "orphan DV file"
 EXPIRED_CHANGE_DATA = "expired change data"
+STALE_TEMP_FILE = "stale temp file"
 
 LAST_VACUUM_INFO = "_delta_log/_last_vacuum_info"
 LAST_VACUUM_KEY = "latestCommitVersionOutsideOfRetentionWindow"
@@ -85,6 +87,9 @@ _END_ATTEMPTS = 5
 _DV_FILE_NAME = re.compile(
     r"^deletion_vector_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.bin$"
 )
+
+# dvtool's own temp files (`Storage`, data file writes): a process killed mid-write leaves one.
+_TEMP_FILE_NAME = re.compile(r"^\.tmp-[0-9a-f]{32}\.dvtool$")
 
 _UNIT_MS = {
     "ms": 1,
@@ -113,7 +118,11 @@ def parse_duration(text: str) -> int:
         )
     match = _DURATION.match(raw)
     if match is not None and match.group(2) in _UNIT_MS:
-        return round(float(match.group(1)) * _UNIT_MS[match.group(2)])
+        ms = float(match.group(1)) * _UNIT_MS[match.group(2)]
+        if not math.isfinite(ms):
+            shown = text if len(text) <= 32 else f"{text[:29]}..."
+            raise UsageError(f"--retain {shown!r} is too long to be a duration")
+        return round(ms)
     if " " in raw:
         try:
             return parse_interval_ms(raw)
@@ -248,7 +257,7 @@ def run_vacuum(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     default_ms = tombstone_retention_ms(snapshot.metadata.configuration)
     retention = _retention(request, default_ms, snapshot.metadata)
-    cutoff = now - retention
+    cutoff = max(now - retention, 0)  # a retention reaching before 1970 keeps everything
     storage = log.storage
     layout = _Layout(_partition_directories(snapshot))
     paths = _PathResolver(storage)
@@ -528,6 +537,18 @@ def _reason(relative: str, keep: _Keep) -> str:
 # -- full vacuum: list the table directory -------------------------------------------------
 
 
+def _stale_log_temp_files(storage: Storage, cutoff: int) -> list[VacuumFile]:
+    """dvtool temp files in `_delta_log` older than the cutoff: left by a commit or
+    checkpoint whose process died mid-write; no reader takes them for log files."""
+    return [
+        VacuumFile(f"_delta_log/{info.name}", info.size, STALE_TEMP_FILE)
+        for info in storage.list_dir(storage.join("_delta_log"))
+        if _TEMP_FILE_NAME.match(info.name)
+        and info.modification_time_ms is not None
+        and info.modification_time_ms < cutoff
+    ]
+
+
 def _full_candidates(
     storage: Storage, keep: _Keep, layout: _Layout, cutoff: int
 ) -> tuple[list[VacuumFile], list[str]]:
@@ -542,13 +563,18 @@ def _full_candidates(
             if layout.descend(entry.relative_path):
                 dirs.append(entry)
             continue
-        if entry.kind != "file" or _hidden(entry.relative_path.rpartition("/")[2]):
+        if entry.kind != "file":
             continue
         mtime = entry.modification_time_ms
-        if mtime is None or mtime >= cutoff or keep.kept(entry.relative_path):
+        if mtime is None or mtime >= cutoff:
             continue
-        reason = _reason(entry.relative_path, keep)
-        files.append(VacuumFile(entry.relative_path, entry.size, reason))
+        name = entry.relative_path.rpartition("/")[2]
+        if _TEMP_FILE_NAME.match(name):
+            files.append(VacuumFile(entry.relative_path, entry.size, STALE_TEMP_FILE))
+        elif not _hidden(name) and not keep.kept(entry.relative_path):
+            reason = _reason(entry.relative_path, keep)
+            files.append(VacuumFile(entry.relative_path, entry.size, reason))
+    files += _stale_log_temp_files(storage, cutoff)
     empty = [
         d.relative_path
         for d in dirs

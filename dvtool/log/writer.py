@@ -46,6 +46,7 @@ from dvtool.core.log_json import parse_commit
 from dvtool.core.replay import ActionBatch
 from dvtool.errors import (
     CommitConflictError,
+    CommitOutcomeUnknownError,
     DvtoolError,
     FileMissingError,
     StorageError,
@@ -206,7 +207,7 @@ class LogWriter:
         except FileMissingError:
             return None
         except StorageError as e:
-            raise StorageError(
+            raise CommitOutcomeUnknownError(
                 f"the commit of version {version} may or may not have been written: "
                 f"{cause.message}; reading it back failed too: {e.message}",
                 hint="Check the table's history (dvtool inspect --history) before retrying.",

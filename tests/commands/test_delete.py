@@ -48,8 +48,9 @@ from dvtool.cli import cli
 from dvtool.commands.delete import DeleteRequest, DeleteResult, run_delete
 from dvtool.commands.enable import run_enable
 from dvtool.commands.inspect import count_missing_rows, summarize
-from dvtool.errors import WriteRefusedError
+from dvtool.errors import CommitOutcomeUnknownError, WriteRefusedError
 from dvtool.log.reader import open_log
+from dvtool.log.writer import LogWriter
 from dvtool.storage import Storage
 from tests.oracles import (
     COMMIT,
@@ -1292,3 +1293,19 @@ def test_golden_deletes_across_a_checkpoint(
     assert canon(polars_rows(forced)) == canon(expected)
     assert canon(deltalake_rows(forced)) == canon(expected)
     assert logical_rows(forced) == len(expected)
+
+
+def test_commit_with_unknown_outcome_keeps_its_dv_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If nobody can tell whether the commit landed, the DV files it names must stay: deleting
+    them could leave a committed DV pointing at nothing."""
+    table = enabled_table(tmp_path / "t", make_rows(range(100), seed=5), files=2)
+
+    def unknown(*args: Any, **kwargs: Any) -> Any:
+        raise CommitOutcomeUnknownError("the commit of version 2 may or may not have been written")
+
+    monkeypatch.setattr(LogWriter, "try_commit", unknown)
+    with pytest.raises(CommitOutcomeUnknownError):
+        delete(table, "id < 10")
+    assert len(list(table.glob("deletion_vector_*.bin"))) == 1

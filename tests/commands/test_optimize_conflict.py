@@ -199,7 +199,7 @@ def test_cli_conflict_exits_1_and_says_nothing_was_committed(
     result = CliRunner().invoke(cli, ["optimize", str(table), "--purge", "--engine", "arrow"])
 
     expected = [r for r in expected if r["id"] not in concurrently]
-    if result.exit_code == 1:
+    if result.exit_code == CommitConflictError.exit_code:
         assert "did not commit" in result.output
         assert "Nothing" in result.output and "run the command again" in result.output
         assert "Traceback" not in result.output

@@ -30,7 +30,12 @@ from dvtool.core.checkpoint import (
 from dvtool.core.commit import add_action_from_row, commit_info, encode_commit, remove_for_add
 from dvtool.core.conflicts import CONCURRENT_DELETE_READ, ReadSet
 from dvtool.core.replay import ActionBatch
-from dvtool.errors import CommitConflictError, StorageError, UnsupportedFeatureError
+from dvtool.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    StorageError,
+    UnsupportedFeatureError,
+)
 from dvtool.log.reader import DeltaLog, open_log
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.writer import (
@@ -487,7 +492,7 @@ def test_unreadable_log_after_failed_put_says_outcome_unknown(
     actions = readd_actions(log.snapshot(), "mine")
     monkeypatch.setattr(writer.storage, "put_if_absent", fail)
     monkeypatch.setattr(writer.storage, "read", fail)
-    with pytest.raises(StorageError, match="may or may not have been written"):
+    with pytest.raises(CommitOutcomeUnknownError, match="may or may not have been written"):
         writer.commit(1, actions, "mine")
 
 
