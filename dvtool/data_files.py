@@ -6,11 +6,15 @@
 - `row_group_stats`: per row group min/max/null counts from the footer.
 - `write_data_file`: stream record batches into a new, uniquely named parquet file under a
   partition directory, collecting Delta statistics on the way; returns what an `add` needs.
+  Files are written through Arrow's native file streams (not a Python file object, whose
+  writes would take the GIL per page), and the min/max the footer holds exactly are taken
+  from the footer instead of being computed batch by batch (see `StatsCollector.defer_bounds`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import time
@@ -370,14 +374,17 @@ def _write_local(
     directory = os.path.dirname(location)
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.dvtool")
+    # Created exclusively here; the descriptor stays open to fsync what Arrow writes.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with open(tmp, "xb") as f:
-            rows = _write_parquet(f, batches, schema, stats, codec, row_group_size, row_group_bytes)
-            f.flush()
-            os.fsync(f.fileno())
+        rows = _write_parquet_file(
+            tmp, batches, schema, stats, codec, row_group_size, row_group_bytes
+        )
+        os.fsync(fd)
         os.replace(tmp, location)
         _fsync_dir(directory)
     finally:
+        os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
     return rows
@@ -394,15 +401,112 @@ def _write_remote(
     row_group_bytes: int,
 ) -> int:
     """Local temp file, then one whole-file write or a streamed upload."""
-    with tempfile.TemporaryFile(prefix="dvtool-", suffix=".parquet") as f:
-        rows = _write_parquet(f, batches, schema, stats, codec, row_group_size, row_group_bytes)
-        size = f.tell()
-        f.seek(0)
-        if size <= WHOLE_WRITE_LIMIT:
-            storage.write(location, f.read())
-        else:
-            _upload(storage, location, f)
+    fd, tmp = tempfile.mkstemp(prefix="dvtool-", suffix=".parquet")
+    os.close(fd)
+    try:
+        rows = _write_parquet_file(
+            tmp, batches, schema, stats, codec, row_group_size, row_group_bytes
+        )
+        with open(tmp, "rb") as f:
+            if os.fstat(f.fileno()).st_size <= WHOLE_WRITE_LIMIT:
+                storage.write(location, f.read())
+            else:
+                _upload(storage, location, f)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
     return rows
+
+
+def _write_parquet_file(
+    path: str,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    stats: StatsCollector,
+    codec: str,
+    row_group_size: int,
+    row_group_bytes: int,
+) -> int:
+    """Write the local file `path` through an Arrow native stream, then complete `stats`
+    with the min/max of its footer; returns the number of rows written."""
+    deferred = stats.defer_bounds()
+    with pa.OSFile(path, "wb") as sink:
+        rows = _write_parquet(sink, batches, schema, stats, codec, row_group_size, row_group_bytes)
+    if deferred:
+        with pa.OSFile(path, "rb") as source:
+            _footer_bounds(pq.ParquetFile(source), stats, deferred)
+    return rows
+
+
+def _footer_bounds(
+    parquet: pq.ParquetFile, stats: StatsCollector, deferred: list[tuple[str, ...]]
+) -> None:
+    """Give `stats` the min/max of the `deferred` top-level leaves from the footer of the
+    file just written; leaves the footer has no usable statistics for in some row group
+    (pyarrow leaves out strings over 4 KiB, for one) are read back from the file."""
+    meta = parquet.metadata
+    columns = _top_level_columns(meta)
+    missing = [
+        path
+        for path in deferred
+        if path[0] not in columns or not _add_column_bounds(meta, columns[path[0]], path, stats)
+    ]
+    if not missing:
+        return
+    names = [path[0] for path in missing]
+    # A dotted name would select a nested field: read every column then.
+    selected = None if any("." in name for name in names) else names
+    for batch in parquet.iter_batches(columns=selected):
+        stats.update_bounds(batch, missing)
+
+
+def _top_level_columns(meta: pq.FileMetaData) -> dict[str, int]:
+    """Leaf index by name of the top-level, non-repeated leaf columns whose name has no dot
+    (a dotted path is a field inside a struct, or ambiguous with one)."""
+    out = {}
+    for index in range(meta.num_columns):
+        column = meta.schema.column(index)
+        if column.max_repetition_level == 0 and "." not in column.path:
+            out[column.path] = index
+    return out
+
+
+def _add_column_bounds(
+    meta: pq.FileMetaData, index: int, path: tuple[str, ...], stats: StatsCollector
+) -> bool:
+    """Pass every row group's min/max of leaf column `index` to `stats`; False when some row
+    group with non-null values has none."""
+    unit = _timestamp_unit(meta.schema.column(index))
+    if unit is None:
+        return False
+    for rg in range(meta.num_row_groups):
+        chunk = meta.row_group(rg).column(index)
+        statistics = chunk.statistics
+        if statistics is None:
+            return False
+        if statistics.has_min_max:
+            raw = bool(unit)  # timestamps: integers in the file's unit
+            low = statistics.min_raw if raw else statistics.min
+            high = statistics.max_raw if raw else statistics.max
+            if not stats.add_bounds(path, low, high, unit):
+                return False
+        elif not (statistics.has_null_count and statistics.null_count == chunk.num_values):
+            return False  # values, but no min/max
+    return True
+
+
+_PARQUET_TIME_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+def _timestamp_unit(column: pq.ColumnSchema) -> str | None:
+    """`ms`/`us`/`ns` for an INT64 timestamp column, "" for other columns, None for a
+    timestamp column stored otherwise (INT96)."""
+    logical = column.logical_type
+    if logical is None or logical.type != "TIMESTAMP":
+        return ""
+    if column.physical_type != "INT64":
+        return None
+    return _PARQUET_TIME_UNITS.get(json.loads(logical.to_json()).get("timeUnit"))
 
 
 def _upload(storage: Storage, location: str, source: IO[bytes]) -> None:

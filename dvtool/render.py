@@ -12,26 +12,27 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dvtool.commands.delete import DeleteResult
-from dvtool.commands.downgrade import DowngradeResult
-from dvtool.commands.enable import EnableResult
-from dvtool.commands.inspect import (
-    CheckOutcome,
-    FileEntry,
-    HistoryEntry,
-    InspectResult,
-    TableSummary,
-    VerifyReport,
-)
-from dvtool.commands.manifest import ManifestResult
-from dvtool.commands.optimize import OptimizeResult
-from dvtool.commands.vacuum import VacuumResult, format_duration
+if TYPE_CHECKING:  # one command runs per process: do not import the others (start-up time)
+    from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.downgrade import DowngradeResult
+    from dvtool.commands.enable import EnableResult
+    from dvtool.commands.inspect import (
+        CheckOutcome,
+        FileEntry,
+        HistoryEntry,
+        InspectResult,
+        TableSummary,
+        VerifyReport,
+    )
+    from dvtool.commands.manifest import ManifestResult
+    from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.vacuum import VacuumResult
 
 _HISTOGRAM_WIDTH = 40
 _LISTED_FILES = 20
@@ -306,6 +307,8 @@ class Renderer:
     # -- vacuum --------------------------------------------------------------------------------
 
     def vacuum(self, result: VacuumResult) -> None:
+        from dvtool.commands.vacuum import format_duration
+
         if self.as_json:
             self.json(result.to_json())
             return

@@ -232,6 +232,21 @@ def dvtool_bin() -> str:
     return DVTOOL_BIN or str(Path(sys.executable).parent / "dvtool")
 
 
+def dvtool_has_pandas() -> bool | None:
+    """Whether pandas is importable beside the dvtool executable (None: unknown).
+
+    pyarrow imports pandas, when installed, at the first `pa.array` of Python objects: in
+    dvtool that is reading the log, ~0.2 s of start-up the floor process does not pay (it
+    does not build such arrays), so the arrow ratio is only fair from a runtime-only install.
+    """
+    python = Path(dvtool_bin()).parent / "python"
+    if not python.exists():
+        return None
+    probe = "import importlib.util; print(importlib.util.find_spec('pandas') is not None)"
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    return out.stdout.strip() == "True" if out.returncode == 0 else None
+
+
 def dvtool_json(*args: str) -> Any:
     child = checked(run_child([dvtool_bin(), *args, "--json"]), f"dvtool {args[0]}")
     return json.loads(child.stdout)
@@ -493,6 +508,12 @@ def main() -> None:
         f"pyarrow {pyarrow.__version__}  pyspark {spark_version}  cpus: {os.cpu_count()}  "
         f"threads (arrow engine, threaded floor): {threads}  repeats: {args.repeat}"
     )
+    if dvtool_has_pandas():
+        print(
+            f"WARNING: pandas is installed beside {dvtool_bin()}: pyarrow imports it while "
+            "dvtool reads the log (~0.2 s the floor does not pay); measure a runtime-only "
+            "install (--dvtool)"
+        )
     print(
         "floor: pyarrow read_table + mask filter + write_table(snappy) per file; DV decoding "
         "(dvtool.dvstore) INCLUDED"

@@ -5,6 +5,11 @@ no row matches are skipped, row groups where every row matches are taken whole, 
 are read with only the columns the predicate needs, partition columns added as constants. The
 result per file is a bitmap of matching physical row indexes, minus rows its DV already
 deletes. Memory stays bounded by one row group batch per thread.
+
+A rewrite (purge, compaction, copy-on-write delete) streams the batches of each input, takes
+from each batch the rows its DV keeps (bitmap operations on the batch's row range, then one
+`take`) and writes them with `write_data_file`, one file per bin, bins on the thread pool.
+`dvtool.predicate` (sqlglot, acero) is imported only when a scan runs.
 """
 
 from __future__ import annotations
@@ -13,10 +18,9 @@ import contextlib
 import os
 import posixpath
 import threading
-from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,8 +45,10 @@ from dvtool.engines.base import (
 )
 from dvtool.errors import PredicateError
 from dvtool.io_pool import map_io
-from dvtool.predicate import Match, Predicate
 from dvtool.storage import Storage
+
+if TYPE_CHECKING:  # imported where a scan runs: sqlglot and acero cost ~0.1 s at start-up
+    from dvtool.predicate import Predicate
 
 _ROW = "__dvtool_row_index"
 _BASE_INDEXES = pa.array(range(1 << 16), pa.uint64())
@@ -138,6 +144,8 @@ class _FileScan:
             return self._matches(file, parquet)
 
     def _matches(self, file: ScanFile, parquet: pq.ParquetFile) -> BitMap64:
+        from dvtool.predicate import Match
+
         storage = self.table.storage
         groups = row_group_stats(storage, file.location, parquet)
         matched = BitMap64()
@@ -257,24 +265,36 @@ def _filtered_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The file's batches without (keep=True) or with only (keep=False) the rows in `rows`.
 
-    The row set is turned into one sorted array per file; each batch takes its slice by
-    bisection and builds its mask in C++, so purging a file is linear in its size.
+    Each batch takes the positions it keeps, found with bitmap operations on its row range
+    (no per-row Python work and no hash set), so purging a file is linear in its size and
+    memory stays bounded by one batch.
     """
-    ordered = list(rows) if rows else []
-    values = pa.array(ordered, pa.uint64())
     present: set[str] | None = None
     for first_row, batch in iter_file_batches(storage, location):
         if present is None:
             present = set(batch.schema.names)
-        end = first_row + batch.num_rows
-        lo, hi = bisect_left(ordered, first_row), bisect_left(ordered, end)
-        if lo == hi:
-            if keep:
-                yield _conform(batch, schema, present)
-            continue
-        indexes = _row_indexes(first_row, batch.num_rows)
-        hit = pc.is_in(indexes, value_set=values.slice(lo, hi - lo))
-        yield _conform(batch.filter(pc.invert(hit) if keep else hit), schema, present)
+        selected = _select_rows(batch, first_row, rows or BitMap64(), keep=keep)
+        if selected.num_rows:
+            yield _conform(selected, schema, present)
+
+
+def _select_rows(
+    batch: pa.RecordBatch, first_row: int, rows: BitMap64, *, keep: bool
+) -> pa.RecordBatch:
+    """The rows of `batch` (file rows first_row...) not in `rows` (keep) or only those in it."""
+    wanted = BitMap64()
+    wanted.add_range(first_row, first_row + batch.num_rows)
+    if keep:
+        wanted -= rows
+    else:
+        wanted &= rows
+    if len(wanted) == batch.num_rows:
+        return batch
+    if not wanted:
+        return batch.slice(0, 0)
+    indexes = wanted.to_array()  # array('Q'): wrapped by Arrow without a copy
+    positions = pa.Array.from_buffers(pa.uint64(), len(indexes), [None, pa.py_buffer(indexes)])
+    return batch.take(pc.subtract(positions, pa.scalar(first_row, pa.uint64())))
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema, present: set[str]) -> pa.RecordBatch:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pyroaring import BitMap64
 
 from dvtool.core.schema import StructType
 from dvtool.data_files import WrittenFile
-from dvtool.predicate import Predicate
 from dvtool.storage import Storage
+
+if TYPE_CHECKING:  # only scans need it; sqlglot and acero cost ~0.1 s at start-up
+    from dvtool.predicate import Predicate
 
 Progress = Callable[[int], None]
 

@@ -1,0 +1,101 @@
+"""The arrow engine's rewrites: which rows a purge keeps and a change-data file holds.
+
+Files have row groups larger and smaller than a read batch (65,536 rows), so DV rows fall
+on batch and row-group boundaries; some DVs delete whole batches, none or every row, or
+name rows past the end of the file (ignored, as before). The oracle is plain python over the
+rows pyarrow reads from the input file; the output files are read back with polars.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from dvtool.core.schema import parse_schema
+from dvtool.engines.arrow import write_bin, write_change_data
+from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
+from dvtool.storage import Storage
+
+ROWS = 150_000
+BATCH = 65_536
+FIELDS = [("id", "long"), ("s", "string")]
+
+
+def _table(root: Path) -> TableLayout:
+    fields = [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in FIELDS]
+    schema = parse_schema(json.dumps({"type": "struct", "fields": fields}))
+    return TableLayout(Storage.for_table(str(root)), schema, (), "none")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One input file: ids 0..ROWS-1 in row groups of 100,000 and 50,000 rows."""
+    root = tmp_path_factory.mktemp("rewrite")
+    data = pa.table(
+        {
+            "id": pa.array(range(ROWS), pa.int64()),
+            "s": pa.array([None if i % 11 == 0 else f"row {i}" for i in range(ROWS)]),
+        }
+    )
+    pq.write_table(data, root / "in.parquet", row_group_size=100_000)
+    return root
+
+
+def _drops() -> dict[str, BitMap64 | None]:
+    rng = random.Random(7)
+    whole_batch = BitMap64()
+    whole_batch.add_range(BATCH, 2 * BATCH)
+    everything = BitMap64()
+    everything.add_range(0, ROWS)
+    return {
+        "none": None,
+        "empty": BitMap64(),
+        "random-10%": BitMap64(i for i in range(ROWS) if rng.random() < 0.1),
+        "boundaries": BitMap64([0, BATCH - 1, BATCH, 99_999, 100_000, 2 * BATCH, ROWS - 1]),
+        "whole-batch": whole_batch,
+        "past-the-end": BitMap64([5, ROWS, ROWS + 1, 2**40]),
+        "every-row": everything,
+    }
+
+
+DROPS = _drops()
+
+
+@pytest.mark.parametrize("name", list(DROPS))
+def test_purge_keeps_exactly_the_rows_outside_the_dv(source: Path, name: str) -> None:
+    drop = DROPS[name]
+    table = _table(source)
+    location = table.storage.resolve("in.parquet")
+    rewrite = RewriteBin((RewriteInput("in.parquet", location, drop),), "out", {})
+    written = write_bin(table, {}, rewrite)
+    gone = set(drop or ())
+    want = [i for i in range(ROWS) if i not in gone]
+    if not want:
+        assert written is None
+        return
+    assert written is not None
+    got = pl.read_parquet(written.location)
+    assert got["id"].to_list() == want
+    assert got["s"].to_list() == [None if i % 11 == 0 else f"row {i}" for i in want]
+    assert json.loads(written.stats_json)["numRecords"] == len(want)
+
+
+@pytest.mark.parametrize("name", ["random-10%", "boundaries", "whole-batch", "past-the-end"])
+def test_change_data_holds_exactly_the_deleted_rows(source: Path, name: str) -> None:
+    rows = DROPS[name]
+    assert rows is not None
+    table = _table(source)
+    add = {"path": "in.parquet", "partitionValues": {}}
+    action, location = write_change_data(table, add, rows)
+    want = sorted(i for i in rows if i < ROWS)
+    got = pl.read_parquet(location)
+    assert got["id"].to_list() == want
+    assert set(got["_change_type"].to_list()) == {"delete"}
+    assert action["cdc"]["size"] == Path(location).stat().st_size

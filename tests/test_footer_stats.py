@@ -1,0 +1,285 @@
+"""Statistics of written files: min/max taken from the parquet footer equal the computed ones.
+
+`write_data_file` lets the parquet footer give the min/max of top-level integers, strings,
+date32 and timestamps (`StatsCollector.defer_bounds`) instead of computing them batch by
+batch. The oracle is the computed path: a `StatsCollector` that sees every row of the same
+data (itself checked against plain python and delta-rs in tests/core/test_stats_collect.py).
+The `stats` JSON must be byte-for-byte the same, for every type, with nulls, NaNs, signed
+zeros, long and supplementary-plane strings, strings over pyarrow's 4 KiB statistics limit
+(no footer min/max: read back), timestamps with microseconds before and after 1970, one or
+many row groups, on local disk and memory:// storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dvtool.core.partitions import FIELD_ID_METADATA_KEY
+from dvtool.core.stats_collect import StatsCollector, stats_json
+from dvtool.data_files import WrittenFile, write_data_file
+from dvtool.storage import Storage
+
+UTC = timezone.utc
+MAX_CHAR = "\U0010ffff"
+ROWS = 60
+
+
+@pytest.fixture(params=["local", "memory"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    if request.param == "local":
+        yield Storage.for_table(str(tmp_path / "table"))
+    else:
+        root = f"memory://dvtool-footer-{uuid.uuid4().hex}"
+        yield Storage.for_table(root)
+        with contextlib.suppress(FileNotFoundError):
+            fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+
+
+def _values(n: int, make: Any, null_every: int = 5) -> list[Any]:
+    return [None if i % null_every == 3 else make(i) for i in range(n)]
+
+
+def _string(i: int) -> str:
+    # Long values (over 32 characters), supplementary characters and U+10FFFF runs, so the
+    # truncated max and its tie-breaker are exercised.
+    choices = [
+        f"v{i:03d}",
+        "é" * 40 + str(i),
+        "z" * 31 + MAX_CHAR * 3 + "a",
+        "\U0001f600" * 20,
+        "",
+        "zz" + "x" * 50,
+    ]
+    return choices[i % len(choices)]
+
+
+def every_type_table(n: int = ROWS, *, huge_string_at: int | None = None) -> pa.Table:
+    """One column per type dvtool writes, with nulls; `huge_string_at` puts a string over
+    4 KiB (no footer statistics for its column chunk) in that row."""
+    strings = _values(n, _string)
+    if huge_string_at is not None:
+        strings[huge_string_at] = "\U0010fffe" * 2000  # 8000 bytes, the max
+    micros = [
+        -86_400_000_001,
+        -1,
+        0,
+        1,
+        1_700_000_000_123_456,
+        1_700_000_000_123_999,
+        253_402_300_799_999_999,
+    ]
+    point = pa.struct([("a", pa.int32()), ("s", pa.string()), ("t", pa.timestamp("us", "UTC"))])
+    columns: dict[str, pa.Array] = {
+        "i8": pa.array(_values(n, lambda i: [-128, 127, 0][i % 3]), pa.int8()),
+        "i16": pa.array(_values(n, lambda i: i * 1000 - 30_000), pa.int16()),
+        "i32": pa.array(_values(n, lambda i: (i - 30) * 70_000_000), pa.int32()),
+        "i64": pa.array(_values(n, lambda i: [-(2**63), 2**63 - 1, i][i % 3]), pa.int64()),
+        "f32": pa.array(_values(n, lambda i: [1.5, -0.0, 0.0, 3.4e38][i % 4]), pa.float32()),
+        "f64": pa.array(
+            _values(n, lambda i: [float("nan"), -0.0, 2.5, -1e300][i % 4]), pa.float64()
+        ),
+        "f64_inf": pa.array(_values(n, lambda i: [float("inf"), 1.0][i % 2]), pa.float64()),
+        "dec": pa.array(_values(n, lambda i: Decimal(f"{i - 30}.{i:02d}")), pa.decimal128(10, 2)),
+        "dec38": pa.array(_values(n, lambda i: Decimal(i * 10**20 - 10**25)), pa.decimal128(38, 0)),
+        "s": pa.array(strings, pa.string()),
+        "ls": pa.array(_values(n, lambda i: _string(i + 1)), pa.large_string()),
+        "bin": pa.array(_values(n, lambda i: bytes([i % 256]) * 3), pa.binary()),
+        "flag": pa.array(_values(n, lambda i: i % 2 == 0), pa.bool_()),
+        "day": pa.array(_values(n, lambda i: (i - 30) * 400), pa.date32()),
+        "day64": pa.array(_values(n, lambda i: (i - 30) * 86_400_000), pa.date64()),
+        "ts_us": pa.array(_values(n, lambda i: micros[i % len(micros)]), pa.timestamp("us", "UTC")),
+        "ts_ntz": pa.array(_values(n, lambda i: micros[(i + 2) % len(micros)]), pa.timestamp("us")),
+        "ts_s": pa.array(_values(n, lambda i: (i - 30) * 1_000_003), pa.timestamp("s", "UTC")),
+        "ts_ms": pa.array(_values(n, lambda i: (i - 30) * 1_000_003), pa.timestamp("ms")),
+        "ts_ns": pa.array(
+            _values(n, lambda i: (i - 30) * 1_000_000_123_457), pa.timestamp("ns", "UTC")
+        ),
+        "point": pa.array(
+            _values(
+                n,
+                lambda i: {
+                    "a": i,
+                    "s": _string(i),
+                    "t": datetime(2024, 1, 1, 0, 0, i % 60, 123_456, tzinfo=UTC),
+                },
+                null_every=7,
+            ),
+            point,
+        ),
+        "ints": pa.array(_values(n, lambda i: [i, -i]), pa.list_(pa.int64())),
+        "tags": pa.array(_values(n, lambda i: [("k", i)]), pa.map_(pa.string(), pa.int64())),
+        "all_null_int": pa.nulls(n, pa.int64()),
+        "all_null_str": pa.nulls(n, pa.string()),
+        "a.b": pa.array(_values(n, lambda i: 5 - i), pa.int64()),  # dotted: read back
+        "col-5f1e-physical": pa.array(_values(n, lambda i: f"p{i % 9}"), pa.string()),
+    }
+    fields = [
+        pa.field(name, array.type, metadata={FIELD_ID_METADATA_KEY: str(k + 1).encode()})
+        for k, (name, array) in enumerate(columns.items())
+    ]
+    return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
+
+
+BATCH_ROWS = 17
+
+
+def computed(table: pa.Table, indexed: Any = -1) -> str:
+    """The oracle: statistics computed from every row of the data, in the batches the writer
+    gets (which of -0.0 and 0.0 a float min keeps depends on the batches)."""
+    collector = StatsCollector(table.schema, indexed)
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        collector.update(batch)
+    return stats_json(collector.result())
+
+
+def write(storage: Storage, table: pa.Table, indexed: Any = -1, **options: Any) -> WrittenFile:
+    return write_data_file(
+        storage,
+        partition_dir="",
+        batches=table.to_batches(max_chunksize=BATCH_ROWS),
+        schema=table.schema,
+        stats=StatsCollector(table.schema, indexed),
+        **options,
+    )
+
+
+def written(storage: Storage, table: pa.Table, indexed: Any = -1, **options: Any) -> str:
+    return write(storage, table, indexed, **options).stats_json
+
+
+@pytest.mark.parametrize("row_group_size", [1_000_000, 25, 7])
+def test_footer_stats_equal_computed_for_every_type(storage: Storage, row_group_size: int) -> None:
+    table = every_type_table()
+    assert written(storage, table, row_group_size=row_group_size) == computed(table)
+
+
+@pytest.mark.parametrize("huge_string_at", [2, 58])
+def test_strings_without_footer_statistics_are_read_back(
+    storage: Storage, huge_string_at: int
+) -> None:
+    table = every_type_table(huge_string_at=huge_string_at)
+    out = write(storage, table, row_group_size=20)
+    assert out.stats_json == computed(table)
+    # The premise: of three row groups, only the one with the huge string has no min/max.
+    with storage.open_parquet(out.location) as source:
+        meta = pq.ParquetFile(source).metadata
+    column = meta.schema.names.index("s")
+    has_min_max = [
+        meta.row_group(rg).column(column).statistics.has_min_max
+        for rg in range(meta.num_row_groups)
+    ]
+    assert has_min_max == [k != huge_string_at // 20 for k in range(3)]
+
+
+@pytest.mark.parametrize(
+    "indexed",
+    [0, 3, 12, 32, ["s", "ts_us", "point.t", "a.b"], ["point"], []],
+    ids=repr,
+)
+def test_footer_stats_follow_the_indexed_columns(
+    storage: Storage, indexed: int | list[str]
+) -> None:
+    table = every_type_table()
+    assert written(storage, table, indexed, row_group_size=25) == computed(table, indexed)
+
+
+def test_footer_bounds_are_used_for_exact_types_only(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The footer path is really taken (else the tests above compare the computed path with
+    itself), for exactly the types whose footer statistics are exact."""
+    table = every_type_table()
+    assert StatsCollector(table.schema, -1).defer_bounds() == [
+        (name,)
+        for name in (
+            "i8", "i16", "i32", "i64", "s", "ls", "day", "ts_us", "ts_ntz", "ts_s", "ts_ms",
+            "ts_ns", "all_null_int", "all_null_str", "a.b", "col-5f1e-physical",
+        )
+    ]  # fmt: skip
+    from_footer: list[tuple[str, ...]] = []
+    add_bounds = StatsCollector.add_bounds
+
+    def spy(self: StatsCollector, path: tuple[str, ...], *args: Any) -> bool:
+        from_footer.append(path)
+        return add_bounds(self, path, *args)
+
+    monkeypatch.setattr(StatsCollector, "add_bounds", spy)
+    written(storage, table, row_group_size=1_000_000)
+    # Every deferred column with values except the dotted one, read back.
+    assert sorted(set(from_footer)) == sorted(
+        (name,)
+        for name in (
+            "i8", "i16", "i32", "i64", "s", "ls", "day", "ts_us", "ts_ntz", "ts_s", "ts_ms",
+            "ts_ns", "col-5f1e-physical",
+        )
+    )  # fmt: skip
+
+
+def test_collector_alone_still_computes_everything() -> None:
+    """Without a writer's footer, `update` keeps computing min/max for every leaf."""
+    table = pa.table({"i": [3, 1, None], "s": ["b", "a", None]})
+    collector = StatsCollector(table.schema)
+    collector.update(table)
+    stats = collector.result()
+    assert stats["minValues"] == {"i": 1, "s": "a"}
+    assert stats["maxValues"] == {"i": 3, "s": "b"}
+
+
+def test_add_bounds_refuses_values_of_another_kind() -> None:
+    schema = pa.schema([("i", pa.int64()), ("t", pa.timestamp("us")), ("d", pa.date32())])
+    collector = StatsCollector(schema)
+    collector.defer_bounds()
+    assert not collector.add_bounds(("i",), "1", "2")
+    assert not collector.add_bounds(("i",), True, False)
+    assert not collector.add_bounds(("t",), 1, 2)  # no unit
+    assert not collector.add_bounds(("t",), datetime(2024, 1, 1), datetime(2024, 1, 2), "us")
+    assert not collector.add_bounds(("d",), datetime(2024, 1, 1), datetime(2024, 1, 2))
+    assert collector.add_bounds(("d",), date(2024, 1, 1), date(2024, 1, 2))
+    assert collector.add_bounds(("t",), -1, 1_500, "us")
+    assert collector.result()["minValues"] == {
+        "d": "2024-01-01",
+        "t": "1969-12-31T23:59:59.999",
+    }
+    with pytest.raises(KeyError):
+        collector.add_bounds(("missing",), 1, 2)
+
+
+ROW = st.fixed_dictionaries(
+    {
+        "i": st.none() | st.integers(-(2**63), 2**63 - 1),
+        "s": st.none() | st.text(st.characters(blacklist_categories=("Cs",)), max_size=70),
+        "t": st.none() | st.integers(-(2**62), 2**62),
+        "d": st.none() | st.integers(-700_000, 2_900_000),
+    }
+)
+RANDOM_SCHEMA = pa.schema(
+    [
+        ("i", pa.int64()),
+        ("s", pa.string()),
+        ("t", pa.timestamp("ns", "UTC")),
+        ("d", pa.date32()),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(ROW, max_size=40), row_group_size=st.integers(1, 50))
+def test_footer_stats_equal_computed_on_random_rows(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, Any]], row_group_size: int
+) -> None:
+    table = pa.Table.from_pylist(rows, schema=RANDOM_SCHEMA)
+    storage = Storage.for_table(str(tmp_path_factory.mktemp("random")))
+    assert written(storage, table, row_group_size=row_group_size) == computed(table)
