@@ -4,10 +4,16 @@
 master, or Spark Connect) and is the only module that imports pyspark, lazily, when chosen.
 `auto` picks Spark when a master or remote is configured or the bytes to rewrite exceed the
 threshold (default 1 GiB), arrow otherwise.
+
+PySpark (with pandas, which its Arrow exchange needs) is the optional extra `dvtool[spark]`:
+asking for Spark without it is a usage error saying what to install, while `auto` over the
+threshold quietly stays on arrow. Rewrites on a local or standalone session need no pandas;
+scans and Spark Connect do, and say so when it is missing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +51,24 @@ class SparkSettings:
         return bool(self.master or self.remote)
 
 
+def missing_spark_packages(*, pandas: bool) -> list[str]:
+    """Which of pyspark (and pandas, if `pandas`) are not installed, checked without importing."""
+    names = ("pyspark", "pandas") if pandas else ("pyspark",)
+    return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def require_spark_packages(*, pandas: bool, purpose: str = "the Spark engine") -> None:
+    """UsageError naming what to install unless the packages `purpose` needs are there."""
+    missing = missing_spark_packages(pandas=pandas)
+    if missing:
+        raise UsageError(
+            f"{purpose} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
+            " not installed",
+            hint="pip install 'dvtool[spark]' (or 'dvtool[connect]' for --spark-remote), "
+            "or use --engine arrow.",
+        )
+
+
 def choose_engine(
     name: str,
     spark: SparkSettings,
@@ -54,10 +78,13 @@ def choose_engine(
     """The engine `--engine NAME` asks for; `auto` decides by configuration and size."""
     if name not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {name!r}")
-    use_spark = name == "spark" or (
-        name == "auto" and (spark.configured or bytes_to_process > threshold)
-    )
-    if use_spark:
+    asked = name == "spark" or (name == "auto" and spark.configured)
+    if asked:
+        require_spark_packages(pandas=bool(spark.remote))
+    big = name == "auto" and bytes_to_process > threshold
+    if big and not asked and missing_spark_packages(pandas=False):
+        big = False
+    if asked or big:
         from dvtool.engines.spark import SparkEngine
 
         return SparkEngine(spark)

@@ -14,10 +14,9 @@ PYSPARK_PYTHON (default `python3`); when it is unset, dvtool sets it to the
 `spark.pyspark.python` of the settings, or for `local` masters to this interpreter.
 Progress: for classic sessions a background thread polls `statusTracker()` for the jobs of
 the operation's job group and advances the caller's progress in proportion to the finished
-tasks (files for a scan, bins for a rewrite; the rewrite runs without adaptive execution so
-that its scan and write stages are one job known from the start); with Spark Connect progress
-advances when the operation ends. Spark failures become `SparkEngineError` with Spark's
-message (or the Python worker's exception) on one line.
+tasks (files for a scan, bins for a rewrite); with Spark Connect progress advances when the
+operation ends. Spark failures become `SparkEngineError` with Spark's message (or the Python
+worker's exception) on one line.
 
 Scan (`find_matches`). All files are read in ONE `spark.read.parquet(...)` with an explicit
 schema: the table's data schema with physical names (column mapping) at every level, so a
@@ -33,29 +32,48 @@ subtracts the file's current DV there (the DVs travel, serialized, in the functi
 closure, which works for classic and Connect sessions alike) and yields (file index,
 serialized bitmap); the driver ORs the partial bitmaps of each file.
 
-Rewrite (`rewrite`). The inputs of all bins are read in one scan (all data columns, physical
-names, explicit schema), joined with a small (path, input id, bin id) DataFrame,
-`repartition(n, bin)` so that all rows of a bin land in one partition, sorted within
-partitions by (bin, input, row index) and handed to `mapInArrow`. On the executors each
-bin's rows - minus the rows of its input's `drop` bitmap (closure again) - stream, in input
-order and row order, into one `dvtool.data_files.write_data_file` call, which writes one
-parquet file with dvtool's writer (schema with field ids, Delta statistics) under the bin's
-directory; one writer is open at a time per partition and memory stays bounded by a row
-group. Each written file comes back as one row; a bin whose rows were all dropped writes
-nothing and gives None.
+Rewrite (`rewrite`). Spark only schedules: one task per bin (up to 2000 tasks; beyond that
+a task takes several bins), and each task calls the arrow engine's `write_bin`, which reads
+the bin's inputs with pyarrow through dvtool's storage layer, drops each input's `drop` rows
+and writes one parquet file with dvtool's writer (schema with field ids, Delta statistics)
+under the bin's directory, memory bounded by a row group. The bins reach the tasks as data,
+each task only its own: on classic sessions as a parallelized collection
+(`parallelize(bins, numSlices=tasks)`, even slices, so one bin per task) whose tasks
+`mapPartitions`; Spark Connect has no RDDs, so there `spark.range(n, numPartitions=tasks)`
+gives one bin id per task and a broadcast join with a driver-built table of the bins' inputs
+(path, location, serialized drop bitmap, directory, partition values) keeps that partitioning
+without a shuffle, and `mapInArrow` runs the same task function. A task returns one row per
+bin: the written file's description, nothing for a bin whose rows were all dropped (None),
+or the error that stopped it - a task catches its error rather than failing the job, so
+that the driver, which alone commits, learns which files the other bins wrote, deletes
+them and raises the error (message from the worker, on one line). Files of a job Spark
+itself fails (executor lost, cancelled) or of speculative duplicate attempts cannot be known
+to the driver and are left to `vacuum`; keep `spark.speculation` off (its default).
 
-Executors therefore run dvtool code: dvtool, pyarrow and pyroaring (and the fsspec backend of
+Why not Spark's parquet reader for rewrites (it did so before): the executors write through
+fsspec with the storage options anyway, so reading through it needs no access they lack,
+while the JVM path cost a row-by-row conversion of every row to Arrow for the Python
+workers and, for bins of several files, a shuffle of all their rows: in the purge benchmark
+(scripts/bench_purge.py, 20 files x 1M rows, 2 cores) Spark without its start-up took
+10-12x the bare pyarrow read-filter-write that way, and 1.2-2x with one task per bin.
+Rewrites therefore need no Hadoop connector, and their locations no path mapping (memory://
+tables are refused: the executors are other processes).
+
+Executors run dvtool code: dvtool, pyarrow and pyroaring (and the fsspec backend of
 the table, e.g. s3fs) must be importable by the Python workers. For `local[*]` and a
 standalone cluster on the same machine that is the same virtual environment (set
 `PYSPARK_PYTHON` to its interpreter for standalone workers); on a real cluster install dvtool
 in the image or ship a wheel, e.g. `--spark-conf spark.submit.pyFiles=dvtool.whl` (pyarrow
 and pyroaring must be installed there). The storage options (`--storage-option`) reach the
-executors with the table root in the function's closure; Spark's own parquet reader uses
-Hadoop's filesystems instead, so object stores need their Hadoop connector and credentials
-configured through `--spark-conf` (e.g. `spark.jars.packages=org.apache.hadoop:hadoop-aws:...`
-and `spark.hadoop.fs.s3a.*`).
+executors with the table root in the function's closure, and the executors need the
+credentials the fsspec backend reads (environment, instance profile) to read and write
+data files. Scans use Spark's own parquet reader, which goes through Hadoop's filesystems
+instead, so for scans object stores need their Hadoop connector and credentials configured
+through `--spark-conf` (e.g. `spark.jars.packages=org.apache.hadoop:hadoop-aws:...` and
+`spark.hadoop.fs.s3a.*`). PySpark needs pandas on the driver for `mapInArrow` and Arrow
+conversions: scans and Connect rewrites use them, classic rewrites do not.
 
-Paths. dvtool locations become the Hadoop paths Spark reads:
+Paths (scans). dvtool locations become the Hadoop paths Spark reads:
 
     /abs/path (local)                -> file:///abs/path  (raw: no percent-encoding)
     s3://bucket/key, s3a://...       -> s3a://bucket/key
@@ -77,16 +95,16 @@ for `/tmp/a b/x`) and in two spellings of local paths (`inputFiles()` gives `fil
 (`inputFiles()`), matches each to a location by comparing percent-decoded, canonical forms
 (scheme aliases folded, `file:` slashes collapsed, Unicode NFC) - every location must match
 exactly one file and vice versa, else the engine fails - and joins on the exact strings
-Spark reports, in both `file:` spellings. Rows whose path still finds no match fail the job
-instead of being skipped: in a rewrite every row is checked, in a scan every matching row
-(rows filtered out earlier cannot be checked without giving up Spark's filter pushdown, so
-there the `inputFiles()` matching above is the guarantee).
+Spark reports, in both `file:` spellings. Matching rows whose path still finds no match fail
+the job instead of being skipped (rows filtered out earlier cannot be checked without giving
+up Spark's filter pushdown, so there the `inputFiles()` matching above is the guarantee).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import re
 import sys
@@ -102,18 +120,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from dvtool.core.partitions import arrow_schema, delta_to_arrow_type, parse_partition_value
+from dvtool.core.partitions import delta_to_arrow_type, parse_partition_value
 from dvtool.core.schema import ArrayType, DataType, MapType, StructField, StructType
-from dvtool.core.stats_collect import IndexedColumns, StatsCollector, stats_columns_spec
-from dvtool.data_files import WrittenFile, write_data_file
-from dvtool.engines import SparkSettings
-from dvtool.engines.base import Progress, RewriteBin, ScanFile, TableLayout
+from dvtool.data_files import WrittenFile
+from dvtool.engines import SparkSettings, require_spark_packages
+from dvtool.engines.arrow import write_bin
+from dvtool.engines.base import Progress, RewriteBin, RewriteInput, ScanFile, TableLayout
 from dvtool.errors import DvtoolError, UsageError
-from dvtool.predicate import Predicate
 from dvtool.storage import Storage
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the predicate module (sqlglot) costs every rewrite worker ~0.1 s to import
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from dvtool.predicate import Predicate
 
 __all__ = ["SparkEngine", "SparkEngineError", "hadoop_path", "spark_path_key"]
 
@@ -121,39 +140,51 @@ __all__ = ["SparkEngine", "SparkEngineError", "hadoop_path", "spark_path_key"]
 _PATH = "__dvtool_path"
 _FILE = "__dvtool_file"
 _ROW = "__dvtool_row"
-_BIN = "__dvtool_bin"
-_INPUT = "__dvtool_input"
+# The column of spark.range: a rewrite's bin id.
+_BIN_ID = "id"
 _UNMAPPED = "__dvtool_unmapped"
 
 _SESSION_CONF = {"spark.sql.session.timeZone": "UTC", "spark.sql.ansi.enabled": "true"}
+# For a Connect rewrite: the plan keeps spark.range's partitioning and runs as one job.
 _NO_AQE = {"spark.sql.adaptive.enabled": "false"}
 # Defaults the user's --spark-conf may override. Large Arrow batches to the Python workers:
-# with Spark's 10,000 rows per batch the per-batch overhead dominated a purge (53 s against
-# 29 s for 20 x 1M rows on 2 cores).
+# with Spark's 10,000 rows per batch the per-batch overhead dominated (a purge that still
+# went through Spark's reader took 53 s against 29 s for 20 x 1M rows on 2 cores).
 _DEFAULT_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"}
-# A split size and a per-file open cost beyond any file: one whole file per scan partition.
-_FILE_PER_PARTITION = {
-    "spark.sql.files.maxPartitionBytes": str(1 << 50),
-    "spark.sql.files.openCostInBytes": str(1 << 50),
-}
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 _MAX_WRITE_PARTITIONS = 2000
 _POLL_SECONDS = 0.25
 
+# One row per bin input, sent to the rewrite tasks: the bin's directory and partition
+# values (JSON) repeat on each of its inputs; `drop` is the serialized bitmap (null: none).
+_BINS_SCHEMA = pa.schema(
+    [
+        (_BIN_ID, pa.int64()),
+        ("input", pa.int32()),
+        ("path", pa.string()),
+        ("location", pa.string()),
+        ("drop", pa.binary()),
+        ("directory", pa.string()),
+        ("partition_values", pa.string()),
+    ]
+)
+# One row per bin from the rewrite tasks: the file written (location null: no row remained)
+# or the error that stopped the task.
 _WRITTEN_SCHEMA = pa.schema(
     [
-        ("bin", pa.int32()),
+        ("bin", pa.int64()),
         ("relative_path", pa.string()),
         ("location", pa.string()),
         ("size", pa.int64()),
         ("num_records", pa.int64()),
         ("stats_json", pa.string()),
         ("modification_time_ms", pa.int64()),
+        ("error", pa.string()),
     ]
 )
 _WRITTEN_DDL = (
-    "bin INT, relative_path STRING, location STRING, size BIGINT, num_records BIGINT, "
-    "stats_json STRING, modification_time_ms BIGINT"
+    "bin BIGINT, relative_path STRING, location STRING, size BIGINT, num_records BIGINT, "
+    "stats_json STRING, modification_time_ms BIGINT, error STRING"
 )
 _MATCHES_SCHEMA = pa.schema([("file", pa.int32()), ("rows", pa.binary())])
 _MATCHES_DDL = "file INT, rows BINARY"
@@ -235,6 +266,7 @@ class SparkEngine:
         """Per file (in order), the row indexes that match and are not deleted yet."""
         if not files:
             return []
+        require_spark_packages(pandas=True, purpose="a scan on Spark")
         spark = self.session()
         locations = list(dict.fromkeys(f.location for f in files))
         first: dict[str, int] = {}
@@ -290,84 +322,61 @@ class SparkEngine:
         bins: Sequence[RewriteBin],
         progress: Progress | None = None,
     ) -> list[WrittenFile | None]:
-        """Per bin (in order), the new file written, or None when no row remained."""
+        """Per bin (in order), the new file written, or None when no row remained.
+
+        One Spark task per bin (see the module docstring); if a bin fails, the files the
+        other bins wrote are deleted before the error is raised.
+        """
         if not bins:
             return []
-        spark = self.session()
         storage = table.storage
-        mode = table.column_mapping_mode
-        schema = arrow_schema(table.schema, mode, table.partition_columns)
-        input_bins: dict[int, int] = {}
-        drops: dict[int, bytes] = {}
-        by_location: dict[str, list[int]] = {}
-        for bin_id, b in enumerate(bins):
-            for item in b.inputs:
-                input_id = len(input_bins)
-                input_bins[input_id] = bin_id
-                by_location.setdefault(item.location, []).append(input_id)
-                if item.drop is not None and len(item.drop):
-                    drops[input_id] = item.drop.serialize()
-        locations = list(by_location)
+        if storage.protocol == "memory":
+            raise UsageError(
+                f"the Spark engine cannot rewrite memory:// tables ({storage.root}): "
+                "its executors run in other processes"
+            )
+        spark = self.session()
         job = _WriteJob(
             root=storage.root,
             options=_storage_options(storage),
-            schema=schema,
-            indexed=stats_columns_spec(configuration, table.schema, mode),
-            directories={i: b.directory for i, b in enumerate(bins)},
-            input_bins=input_bins,
-            drops=drops,
+            schema=table.schema,
+            partition_columns=tuple(table.partition_columns),
+            column_mapping_mode=table.column_mapping_mode,
+            configuration=dict(configuration),
         )
+        tasks = min(len(bins), _MAX_WRITE_PARTITIONS)
         with _spark_errors("rewrite data files"):
-            from pyspark.sql import functions as F
+            run = self._write_on_dataframe if self.is_connect else self._write_on_rdd
+            with self._tracking(len(bins), progress):
+                rows = run(spark, job, bins, tasks)
+        return _written_files(storage, len(bins), rows)
 
-            data = self._read(spark, table, locations)
-            meta = _metadata(data)
-            selected = data.select(
-                *[F.col(_quote(name)) for name in schema.names],
-                meta.getField("file_path").alias(_PATH),
-                meta.getField("row_index").alias(_ROW),
-            )
-            paths = self._spark_paths(data, storage, locations)
-            keys = _inputs_table(paths, [by_location[loc] for loc in locations], input_bins)
-            joined = selected.join(_broadcast(spark, keys), on=_PATH, how="left")
-            columns = joined.select(
-                *[F.col(_quote(name)) for name in schema.names],
-                F.col(_BIN),
-                F.col(_INPUT),
-                F.col(_ROW),
-                F.when(F.col(_INPUT).isNull(), F.col(_PATH)).alias(_UNMAPPED),
-            )
-            single = all(len(b.inputs) == 1 for b in bins)
-            if single:
-                # Every bin is one file (a purge): each file is read as its own unsplit
-                # partition, in row order, so no shuffle is needed to gather a bin.
-                ordered = columns
-                conf = {**_NO_AQE, **_FILE_PER_PARTITION}
-            else:
-                partitions = max(1, min(len(bins), _MAX_WRITE_PARTITIONS))
-                ordered = columns.repartition(partitions, F.col(_BIN)).sortWithinPartitions(
-                    _BIN, _INPUT, _ROW
-                )
-                conf = dict(_NO_AQE)
-            writes = ordered.mapInArrow(functools.partial(_write_bins, job), _WRITTEN_DDL)
-            # Without adaptive execution the scan and the write stage form one job whose
-            # tasks are all known from its start, so progress is proportional throughout.
-            with _session_conf(spark, conf), self._tracking(len(bins), progress):
-                rows = writes.collect()
-        out: list[WrittenFile | None] = [None] * len(bins)
-        for row in rows:
-            bin_id = int(row[0])
-            if out[bin_id] is not None:
-                raise SparkEngineError(f"Spark wrote two files for one bin ({bin_id})")
-            out[bin_id] = WrittenFile(
-                relative_path=row[1],
-                location=row[2],
-                size=int(row[3]),
-                num_records=int(row[4]),
-                stats_json=row[5],
-                modification_time_ms=int(row[6]),
-            )
-        return out
+    def _write_on_rdd(
+        self, spark: SparkSession, job: _WriteJob, bins: Sequence[RewriteBin], tasks: int
+    ) -> list[tuple[Any, ...]]:
+        """Classic sessions: the bins as a parallelized collection, `tasks` even slices.
+
+        Each task receives only its own bins (pickled), with no JVM plan, broadcast or
+        Arrow conversion in between.
+        """
+        numbered = list(enumerate(bins))
+        writes = spark.sparkContext.parallelize(numbered, tasks)
+        return list(writes.mapPartitions(functools.partial(_write_task, job)).collect())
+
+    def _write_on_dataframe(
+        self, spark: SparkSession, job: _WriteJob, bins: Sequence[RewriteBin], tasks: int
+    ) -> list[tuple[Any, ...]]:
+        """Spark Connect (no RDDs): bin ids from `spark.range`, the bins broadcast-joined.
+
+        spark.range splits 0..n-1 evenly, so with n partitions each task gets one bin id;
+        the broadcast join keeps that partitioning (no shuffle) and brings each task only
+        the rows of its own bins, which `mapInArrow` hands to the same task function.
+        """
+        ids = spark.range(0, len(bins), 1, tasks)
+        described = ids.join(_broadcast(spark, _bins_table(bins)), on=_BIN_ID)
+        writes = described.mapInArrow(functools.partial(_write_bins, job), _WRITTEN_DDL)
+        with _session_conf(spark, _NO_AQE):
+            return [tuple(row) for row in writes.collect()]
 
     # -- shared parts --------------------------------------------------------------------
 
@@ -773,25 +782,60 @@ def _keys_table(
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _inputs_table(
-    paths: Sequence[Sequence[str]],
-    inputs: Sequence[Sequence[int]],
-    input_bins: Mapping[int, int],
-) -> pa.Table:
-    """One row per (spelling of a path, rewrite input reading it): input id and bin id."""
-    keys: list[str] = []
-    ids: list[int] = []
-    bins: list[int] = []
-    for spellings, input_ids in zip(paths, inputs, strict=True):
-        for spelling in spellings:
-            for input_id in input_ids:
-                keys.append(spelling)
-                ids.append(input_id)
-                bins.append(input_bins[input_id])
-    return pa.Table.from_arrays(
-        [pa.array(keys, pa.string()), pa.array(ids, pa.int32()), pa.array(bins, pa.int32())],
-        names=[_PATH, _INPUT, _BIN],
-    )
+def _bins_table(bins: Sequence[RewriteBin]) -> pa.Table:
+    """The rewrite's bins as rows for the tasks (`_BINS_SCHEMA`): one per bin input."""
+    rows = [
+        {
+            _BIN_ID: bin_id,
+            "input": order,
+            "path": item.path,
+            "location": item.location,
+            "drop": item.drop.serialize() if item.drop is not None and len(item.drop) else None,
+            "directory": b.directory,
+            "partition_values": json.dumps(dict(b.partition_values)),
+        }
+        for bin_id, b in enumerate(bins)
+        for order, item in enumerate(b.inputs)
+    ]
+    return pa.Table.from_pylist(rows, schema=_BINS_SCHEMA)
+
+
+def _written_files(
+    storage: Storage, count: int, rows: Sequence[tuple[Any, ...]]
+) -> list[WrittenFile | None]:
+    """The tasks' rows as one result per bin; on any error or gap, delete what was written.
+
+    Every bin must come back exactly once; a bin whose task failed comes back as its error.
+    """
+    out: list[WrittenFile | None] = [None] * count
+    seen: set[int] = set()
+    problem: str | None = None
+    for row in rows:
+        bin_id, relative, location, size, records, stats, mtime, error = row
+        if error is not None:
+            problem = problem or str(error)
+            continue
+        if bin_id in seen or not 0 <= bin_id < count:
+            problem = problem or f"Spark returned an unexpected result for bin {bin_id}"
+            continue
+        seen.add(bin_id)
+        if location is not None:
+            out[bin_id] = WrittenFile(
+                relative_path=relative,
+                location=location,
+                size=int(size),
+                num_records=int(records),
+                stats_json=stats,
+                modification_time_ms=int(mtime),
+            )
+    if problem is None and len(seen) != count:
+        problem = f"Spark returned {len(seen)} of {count} bins"
+    if problem is not None:
+        written = [row[2] for row in rows if row[7] is None and row[2] is not None]
+        with contextlib.suppress(Exception):  # the task's error is the one to report
+            storage.delete_many(written)
+        raise SparkEngineError(f"cannot rewrite data files with Spark: {problem}")
+    return out
 
 
 # -- executor-side functions (pickled by reference: executors import this module) ---------
@@ -837,96 +881,92 @@ def _collect_matches(
 
 @dataclass(frozen=True)
 class _WriteJob:
-    """What the executors need to write the bins (pickled into the mapInArrow function)."""
+    """What every rewrite task needs besides its bins' rows (pickled into the function)."""
 
     root: str
     options: Mapping[str, Any]
-    schema: pa.Schema
-    indexed: IndexedColumns
-    directories: Mapping[int, str]
-    input_bins: Mapping[int, int]
-    drops: Mapping[int, bytes]
+    schema: StructType
+    partition_columns: tuple[str, ...]
+    column_mapping_mode: str
+    configuration: Mapping[str, str]
+
+    def layout(self) -> TableLayout:
+        """The table layout again, on the executor: storage reopened with the same options."""
+        storage = Storage.for_table(self.root, self.options)
+        return TableLayout(storage, self.schema, self.partition_columns, self.column_mapping_mode)
 
 
-def _bin_pieces(
-    job: _WriteJob, batches: Iterable[pa.RecordBatch]
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(bin id, rows to keep) in the order of the (bin, input, row)-sorted input batches."""
-    names = job.schema.names
-    bitmaps: dict[int, BitMap64] = {}
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        inputs = batch.column(_INPUT)
-        if inputs.null_count:
-            raise _unmapped_error(batch)
-        uniques = pc.unique(inputs).to_pylist()
-        for input_id in uniques:
-            part = batch if len(uniques) == 1 else batch.filter(pc.equal(inputs, input_id))
-            drop = job.drops.get(input_id)
-            if drop is not None:
-                bitmap = bitmaps.get(input_id)
-                if bitmap is None:
-                    bitmap = bitmaps[input_id] = BitMap64.deserialize(drop)
-                part = _without_rows(part, bitmap)
-            if part.num_rows:
-                yield job.input_bins[input_id], part.select(names)
+def _task_bins(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, RewriteBin]]:
+    """The bins of one task's rows (`_BINS_SCHEMA`), inputs in their order within each bin."""
+    rows = [row for batch in batches for row in batch.to_pylist()]
+    rows.sort(key=lambda r: (r[_BIN_ID], r["input"]))
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row[_BIN_ID], []).append(row)
+    out = []
+    for bin_id, inputs in grouped.items():
+        first = inputs[0]
+        rewrite_bin = RewriteBin(
+            tuple(
+                RewriteInput(
+                    r["path"],
+                    r["location"],
+                    None if r["drop"] is None else BitMap64.deserialize(r["drop"]),
+                )
+                for r in inputs
+            ),
+            first["directory"],
+            json.loads(first["partition_values"]),
+        )
+        out.append((bin_id, rewrite_bin))
+    return out
 
 
-def _without_rows(part: pa.RecordBatch, drop: BitMap64) -> pa.RecordBatch:
-    rows = part.column(_ROW)
-    bounds = pc.min_max(rows)
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    window = BitMap64()
-    window.add_range(low, high + 1)
-    hits = drop & window
-    if not hits:
-        return part
-    mask = pc.invert(pc.is_in(rows, value_set=pa.array(list(hits), pa.int64())))
-    return part.filter(mask)
+def _write_task(
+    job: _WriteJob, bins: Iterable[tuple[int, RewriteBin]]
+) -> Iterator[tuple[Any, ...]]:
+    """Write each (bin id, bin) of one task with the arrow engine's `write_bin`.
 
-
-class _Runs:
-    """A one-item lookahead over (bin id, batch) pieces, handing out one bin at a time."""
-
-    def __init__(self, pieces: Iterator[tuple[int, pa.RecordBatch]]) -> None:
-        self._pieces = pieces
-        self.head = next(pieces, None)
-
-    def take(self, bin_id: int) -> Iterator[pa.RecordBatch]:
-        while self.head is not None and self.head[0] == bin_id:
-            yield self.head[1]
-            self.head = next(self._pieces, None)
+    One `_WRITTEN_SCHEMA` tuple per bin. An error ends the task with a tuple that carries it
+    instead of failing the Spark job, so that the driver learns which files the other bins
+    wrote and can delete them.
+    """
+    layout: TableLayout | None = None
+    for bin_id, rewrite_bin in bins:
+        try:
+            layout = layout or job.layout()
+            written = write_bin(layout, job.configuration, rewrite_bin)
+        except Exception as exc:  # reported to the driver, which raises it
+            yield (bin_id, None, None, None, None, None, None, _task_error(exc, rewrite_bin))
+            return
+        if written is None:
+            yield (bin_id, None, None, None, None, None, None, None)
+        else:
+            yield (
+                bin_id,
+                written.relative_path,
+                written.location,
+                written.size,
+                written.num_records,
+                written.stats_json,
+                written.modification_time_ms,
+                None,
+            )
 
 
 def _write_bins(job: _WriteJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Write each bin of one Spark partition as one data file; one row per file written."""
-    runs = _Runs(_bin_pieces(job, batches))
-    storage: Storage | None = None
-    while runs.head is not None:
-        bin_id = runs.head[0]
-        if storage is None:
-            storage = Storage.for_table(job.root, job.options)
-        written = write_data_file(
-            storage,
-            partition_dir=job.directories[bin_id],
-            batches=runs.take(bin_id),
-            schema=job.schema,
-            stats=StatsCollector(job.schema, job.indexed),
-        )
-        if runs.head is not None and runs.head[0] == bin_id:
-            raise RuntimeError(f"the writer of bin {bin_id} stopped before its last row")
-        yield pa.RecordBatch.from_pylist(
-            [
-                {
-                    "bin": bin_id,
-                    "relative_path": written.relative_path,
-                    "location": written.location,
-                    "size": written.size,
-                    "num_records": written.num_records,
-                    "stats_json": written.stats_json,
-                    "modification_time_ms": written.modification_time_ms,
-                }
-            ],
-            schema=_WRITTEN_SCHEMA,
-        )
+    """`_write_task` as a `mapInArrow` function: bins' rows in, one row per bin out."""
+    names = _WRITTEN_SCHEMA.names
+    for row in _write_task(job, _task_bins(batches)):
+        yield pa.RecordBatch.from_pylist([dict(zip(names, row, strict=True))], _WRITTEN_SCHEMA)
+
+
+def _task_error(exc: Exception, rewrite_bin: RewriteBin) -> str:
+    """One line for the user: dvtool's own message, else the exception and the bin's input."""
+    if isinstance(exc, DvtoolError):
+        text = exc.message
+    else:
+        where = rewrite_bin.inputs[0].location if rewrite_bin.inputs else rewrite_bin.directory
+        text = f"{type(exc).__name__} while rewriting {where}: {exc}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
+    return first if len(first) <= 500 else first[:497] + "..."
