@@ -8,6 +8,7 @@ tests/test_predicate_properties.py checks the same against independent oracles a
 from __future__ import annotations
 
 import json
+import math
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-from dvtool.core.schema import ArrayType, StructField, StructType
+from dvtool.core.schema import ArrayType, StructField, StructType, parse_schema
 from dvtool.errors import LogError, PredicateError
 from dvtool.predicate import Match, Predicate
 
@@ -860,3 +861,23 @@ def test_spark_sql_text(sql: str, spark: str) -> None:
 
 def test_predicate_repr_shows_the_spark_sql() -> None:
     assert repr(parse("i = 1")) == "Predicate((`i` = 1))"
+
+
+@pytest.mark.parametrize("text", ["213.6", "0.3", "198.2", "700.9", "-0.3", "0.1", "1e-5"])
+def test_decimal_literals_compare_with_doubles_at_their_nearest_value(text: str) -> None:
+    """Spark widens `double_col < 213.6` (a decimal literal) with BigDecimal.doubleValue, the
+    nearest double; arrow's decimal cast is an ulp off for such values (found by the soak)."""
+    value = float(text)
+    neighbours = [value, math.nextafter(value, -math.inf), math.nextafter(value, math.inf)]
+    table = pa.table({"x": pa.array(neighbours, pa.float64())})
+    for op, keep in (("=", value.__eq__), ("<", value.__gt__), (">=", value.__le__)):
+        predicate = Predicate.parse(
+            f"x {op} {text}", parse_schema(json.dumps(X_DOUBLE)), [], "none"
+        )
+        got = table.filter(predicate.to_arrow())["x"].to_pylist()
+        assert got == [v for v in neighbours if keep(v)], (op, text)
+    spark_sql = Predicate.parse(f"x = {text}", parse_schema(json.dumps(X_DOUBLE)), [], "none")
+    assert repr(value) in spark_sql.to_spark_sql() or text in spark_sql.to_spark_sql()
+
+
+X_DOUBLE = {"type": "struct", "fields": [{"name": "x", "type": "double", "nullable": True}]}

@@ -148,6 +148,13 @@ def _number_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expr
     return x.cast(to_arrow(dst), safe=False)
 
 
+def _decimal_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    """Through the decimal's exact text, which arrow parses to the nearest float as Spark's
+    `BigDecimal.doubleValue` does; arrow's direct cast is off by an ulp (213.6 becomes
+    213.60000000000002), so `double_col < 213.6` would match the row holding 213.6."""
+    return x.cast(pa.string()).cast(to_arrow(dst))
+
+
 def _string_to_floating(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
     text = pc.utf8_lower(_trim(x))
     text = _replace(text, r"^([+-]?)inf(inity)?$", r"\1inf")
@@ -259,7 +266,7 @@ _CASTS: dict[tuple[str, str], CastFn] = {
     ("boolean", "integral"): _boolean_to_number,
     ("integral", "floating"): _number_to_floating,
     ("floating", "floating"): _number_to_floating,
-    ("decimal", "floating"): _number_to_floating,
+    ("decimal", "floating"): _decimal_to_floating,
     ("string", "floating"): _string_to_floating,
     ("boolean", "floating"): _boolean_to_number,
     ("integral", "decimal"): _integral_to_decimal,
