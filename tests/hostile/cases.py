@@ -47,6 +47,7 @@ from dvtool.errors import (
     UsageError,
     WriteRefusedError,
 )
+from tests.s3_server import BUCKET
 
 Action = dict[str, Any]
 Argv = tuple[str, ...]
@@ -54,7 +55,7 @@ Argv = tuple[str, ...]
 DV_MAGIC = 1681511377
 Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 DELETE_VERSION = 4
-S3_BUCKET = "hostile-corpus"
+S3_BUCKET = BUCKET  # the bucket of the moto server in tests/s3_server.py
 VERIFY_FAILED = 1  # `inspect --verify` exit code when it finds problems (README, exit codes)
 
 # -- the base table -------------------------------------------------------------------------
@@ -788,7 +789,7 @@ ARGUMENT_CASES = [
     ),
     _c(
         "arg-s3-endpoint-closed-port",
-        unchanged("s3://hostile-corpus/table"),
+        unchanged(f"s3://{S3_BUCKET}/table"),
         (
             (
                 "inspect",
@@ -806,7 +807,7 @@ ARGUMENT_CASES = [
     ),
     _c(
         "arg-s3-missing-credentials",
-        unchanged("s3://hostile-corpus/table", "credentials"),
+        unchanged(f"s3://{S3_BUCKET}/table", "credentials"),
         (
             ("inspect", S3_TABLE, "--storage-option", "endpoint_url={endpoint}"),
             (

@@ -16,28 +16,25 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
-from moto.server import ThreadedMotoServer
 
 from dvtool.cli import INTERNAL_ERROR_EXIT, cli
 from tests.hostile.cases import (
     CASES,
     DELETE_VERSION,
-    S3_BUCKET,
     HostileCase,
     Scene,
     build_base_table,
     commit_name,
 )
 from tests.oracles import canon, copy_golden, raw_rows, tree_hashes
+from tests.s3_server import S3Server
 
 WIDE = {"COLUMNS": "2000"}  # no wrapping of long names in rendered tables
 
@@ -59,24 +56,10 @@ def base_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_base_table(tmp_path_factory.mktemp("hostile-base"))
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 with the corpus bucket; stopped after the module."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="corpus",
-            aws_secret_access_key="corpus",
-            region_name="us-east-1",
-        ).create_bucket(Bucket=S3_BUCKET)
-        yield endpoint
-    finally:
-        server.stop()
+@pytest.fixture
+def moto_endpoint(s3_server: S3Server) -> str:
+    """The endpoint of the session's moto S3 server on 127.0.0.1 (tests/s3_server.py)."""
+    return s3_server.endpoint
 
 
 def _free_port() -> int:
