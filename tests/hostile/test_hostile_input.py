@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import s3fs
 from click.testing import CliRunner, Result
 
 from dvtool.cli import INTERNAL_ERROR_EXIT, cli
@@ -79,6 +80,8 @@ def _no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    # As in a fresh dvtool process: no S3 filesystem cached (with credentials) by other tests.
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _scene(case: HostileCase, base: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Scene:
