@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
@@ -38,11 +39,9 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from dvtool import faults
 from dvtool.cli import cli
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
-from dvtool.dvstore import DVStore
 from dvtool.errors import StorageError
-from dvtool.log.reader import open_log
 from dvtool.storage import Storage
+from tests.oracles import commit_actions, commit_versions, dv_file, replay_json
 
 ROWS_PER_FILE = 300
 FILES = 4
@@ -138,15 +137,17 @@ class Command:
 
 
 def _no_dvs(table: Path) -> None:
-    files = open_log(str(table)).snapshot().files.to_pylist()
-    assert files and all(f["deletionVector"] is None for f in files)
+    _, live = replay_json(table)
+    assert live and all(add.get("deletionVector") is None for add in live.values())
 
 
 def _no_dv_feature(table: Path) -> None:
     _no_dvs(table)
-    protocol = open_log(str(table)).snapshot().protocol
-    assert "deletionVectors" not in (protocol.writer_features or ())
-    assert "deletionVectors" not in (protocol.reader_features or ())
+    versions = commit_versions(table)
+    actions = (a for v in reversed(versions) for a in reversed(commit_actions(table, v)))
+    protocol = next(a["protocol"] for a in actions if "protocol" in a)
+    assert "deletionVectors" not in protocol.get("writerFeatures", [])
+    assert "deletionVectors" not in protocol.get("readerFeatures", [])
 
 
 def _manifest_lists_live_files(table: Path) -> None:
@@ -257,15 +258,15 @@ def _run_with_fault(command: Command, table: Path, rule: str, log: Path) -> int:
 
 
 def _leftovers(table: Path) -> list[str]:
-    """Files under the table that the log does not reference (besides the log itself)."""
-    log = open_log(str(table))
-    snapshot = log.snapshot()
-    referenced = {log.storage.resolve(p) for p in snapshot.files.column("path").to_pylist()}
-    store = DVStore(log.storage)
-    for dv in snapshot.files.column("deletionVector").to_pylist():
-        location = store.location(DeletionVectorDescriptor.from_json(dv)) if dv else None
-        if location is not None:
-            referenced.add(location)
+    """Files under the table that the log does not reference (besides the log itself), the
+    live files taken from the JSON commits by the independent replay in tests/oracles.py."""
+    _, live = replay_json(table)
+    referenced = {table / unquote(add["path"]) for add in live.values()}
+    referenced |= {
+        dv_file(table, add["deletionVector"])
+        for add in live.values()
+        if add.get("deletionVector") and add["deletionVector"]["storageType"] == "u"
+    }
     out = []
     for path in table.rglob("*"):
         relative = path.relative_to(table).as_posix()
@@ -273,7 +274,7 @@ def _leftovers(table: Path) -> list[str]:
             continue
         if relative.startswith("_delta_log/") and ".tmp-" not in relative:
             continue
-        if path.name.endswith(".crc") or str(path) in referenced:
+        if path.name.endswith(".crc") or path in referenced:
             continue
         out.append(relative)
     return out
