@@ -408,8 +408,9 @@ class Storage:
             attempts += 1
             if faults.storage_call("commit", lambda: create(data), half):
                 return True
-            # A retry after a lost reply finds the file that reply was about: still ours.
-            return attempts > 1 and self._holds_exactly(location, path, data)
+            # On disk, a retry after a lost reply finds the file that reply was about: still
+            # ours. (Object stores' conditional PUT checks that itself, on every attempt.)
+            return attempts > 1 and self._local and self._holds_exactly(location, path, data)
 
         return self._call(location, "create", once, missing=False)
 
