@@ -256,8 +256,9 @@ class Renderer:
         elif not result.dry_run and result.version is not None:
             shown = ", ".join(f"{k}={v}" for k, v in m.items() if v)
             c.print(f"metrics: {shown}", soft_wrap=True)
-        if result.checkpoint_warning:
-            self.err.print(f"[yellow]warning:[/] {_escape(result.checkpoint_warning)}")
+        for warning in (result.checkpoint_warning, result.manifest_warning):
+            if warning:
+                self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
 
     # -- optimize ------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import Any
 from pyroaring import BitMap64
 
 from dvtool import faults
+from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -34,8 +35,9 @@ from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.core.features import deletion_vectors_supported, require_writable
 from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore
-from dvtool.engines.arrow import ArrowEngine, write_change_data
+from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Engine, RewriteBin, RewriteInput, ScanFile, TableLayout
+from dvtool.engines.rewrite import write_change_data
 from dvtool.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
@@ -45,7 +47,7 @@ from dvtool.errors import (
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.table_root import require_inside_root
-from dvtool.log.writer import LogWriter, snapshot_commit_info
+from dvtool.log.writer import LogWriter, row_tracked, snapshot_commit_info
 from dvtool.predicate import Match, Predicate
 
 MODES = ("auto", "dv", "cow")
@@ -91,6 +93,7 @@ class DeleteResult:
     metrics: dict[str, int]
     attempts: int = 1
     checkpoint_warning: str | None = None
+    manifest_warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "changes"}
@@ -154,14 +157,15 @@ def _with_attempts(result: DeleteResult, attempts: int) -> DeleteResult:
 
 
 def _plan(snapshot: Snapshot, request: DeleteRequest) -> _Plan:
-    require_writable(snapshot.protocol, snapshot.metadata, "DELETE")
+    mode = _choose_mode(snapshot, request.mode)
+    command = "delete dv" if mode == "dv" else "delete cow"
+    require_writable(snapshot.protocol, snapshot.metadata, command, snapshot.schema)
     predicate = Predicate.parse(
         request.where,
         snapshot.schema,
         snapshot.metadata.partition_columns,
         snapshot.column_mapping_mode,
     )
-    mode = _choose_mode(snapshot, request.mode)
     columns = ["path", "partitionValues", "size", "stats", "numRecords", "deletionVector"]
     rows = snapshot.files.select(columns).to_pylist()
     plan = _Plan(snapshot, predicate, mode, rows)
@@ -198,6 +202,7 @@ def _stats(text: str | None, *, verbatim: bool = False) -> dict[str, Any] | None
 
 
 def _choose_mode(snapshot: Snapshot, requested: str) -> str:
+    """`dv` where the table has deletion vectors enabled (unless `--mode cow`), else `cow`."""
     enabled = snapshot.metadata.configuration.get("delta.enableDeletionVectors", "")
     dv_ok = deletion_vectors_supported(snapshot.protocol) and enabled.lower() == "true"
     if requested == "cow":
@@ -363,6 +368,7 @@ def _commit(
             metrics,
             txn_id=txn,
             now_ms=now,
+            copies_rows=bool(cow_touched),
         )
         commit_actions = [info, *actions]
         read_set = ReadSet.for_actions(
@@ -372,13 +378,19 @@ def _commit(
             might_match=lambda add: _might_match(plan.predicate, add),
         )
         result = LogWriter(log).try_commit(
-            snapshot.version, commit_actions, read_set, metadata=snapshot.metadata
+            snapshot.version,
+            row_tracked(snapshot, commit_actions),
+            read_set,
+            metadata=snapshot.metadata,
         )
     except CommitOutcomeUnknownError:
         raise  # the commit may have landed and name these files: they stay
     except BaseException:
         log.storage.delete_many(written)
         raise
+    refresh = refresh_manifests_after_commit(
+        log, result.version, result.actions, metadata=snapshot.metadata
+    )
     return DeleteResult(
         result.version,
         snapshot.version,
@@ -389,6 +401,7 @@ def _commit(
         list(changes),
         metrics,
         checkpoint_warning=result.checkpoint_warning,
+        manifest_warning=refresh.warning if refresh else None,
     )
 
 
@@ -489,7 +502,14 @@ def _rewrite_bin(log: DeltaLog, add_row: dict[str, Any], drop: BitMap64) -> Rewr
     relative = log.storage.relative_to_root(location) or ""
     directory = relative.rsplit("/", 1)[0] if "/" in relative else ""
     partitions = dict(add_row["partitionValues"] or [])
-    return RewriteBin((RewriteInput(add_row["path"], location, drop),), directory, partitions)
+    source = RewriteInput(
+        add_row["path"],
+        location,
+        drop,
+        add_row.get("baseRowId"),
+        add_row.get("defaultRowCommitVersion"),
+    )
+    return RewriteBin((source,), directory, partitions)
 
 
 def _removed_change_data(
@@ -521,12 +541,7 @@ def _removed_change_data(
 
 
 def _layout(log: DeltaLog, snapshot: Snapshot) -> TableLayout:
-    return TableLayout(
-        log.storage,
-        snapshot.schema,
-        snapshot.metadata.partition_columns,
-        snapshot.column_mapping_mode,
-    )
+    return TableLayout.of(log.storage, snapshot)
 
 
 def _random_prefix_length(snapshot: Snapshot) -> int:

@@ -64,13 +64,7 @@ from dvtool.commands.optimize import OptimizeRequest, OptimizeResult, Progress, 
 from dvtool.core.actions import Protocol
 from dvtool.core.checkpoint import parse_interval_ms
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.features import (
-    dependent_features,
-    reader_features,
-    require_writable,
-    without_features,
-    writer_features,
-)
+from dvtool.core.features import reader_features, require_writable, writer_features
 from dvtool.core.log_files import (
     LogFile,
     LogFileKind,
@@ -79,6 +73,7 @@ from dvtool.core.log_files import (
     parse_log_name,
 )
 from dvtool.core.log_json import first_commit_info
+from dvtool.core.protocol_upgrade import dependent_features, without_features
 from dvtool.core.replay import ActionBatch
 from dvtool.engines.base import Engine
 from dvtool.errors import CommitConflictError, LogError, UsageError, WriteRefusedError

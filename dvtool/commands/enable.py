@@ -15,20 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.features import require_writable, with_feature
-from dvtool.errors import CommitConflictError, WriteRefusedError
+from dvtool.core.features import require_writable
+from dvtool.core.protocol_upgrade import with_feature
+from dvtool.errors import CommitConflictError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.writer import LogWriter, snapshot_commit_info
 
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
-_FORBIDDING_PROPERTIES = {
-    "delta.enableIcebergCompatV1": "IcebergCompatV1 forbids deletion vectors",
-    "delta.enableIcebergCompatV2": "IcebergCompatV2 forbids deletion vectors",
-    "delta.compatibility.symlinkFormatManifest.enabled": (
-        "incremental symlink manifests would list deleted rows"
-    ),
-}
 _MAX_ATTEMPTS = 5
 
 
@@ -67,7 +61,6 @@ def run_enable(log: DeltaLog) -> EnableResult:
 
 def _enable(log: DeltaLog, snapshot: Snapshot) -> EnableResult:
     require_writable(snapshot.protocol, snapshot.metadata, "ENABLE")
-    _refuse_forbidden(snapshot)
     protocol = snapshot.protocol
     if not {"deletionVectors"} <= snapshot.reader_features & snapshot.writer_features:
         protocol = with_feature(protocol, "deletionVectors", reader=True)
@@ -93,13 +86,3 @@ def _enable(log: DeltaLog, snapshot: Snapshot) -> EnableResult:
     read_set = ReadSet.for_actions(snapshot.version, actions, read_whole_table=True)
     result = LogWriter(log).try_commit(snapshot.version, actions, read_set)
     return EnableResult(result.version, snapshot.version, protocol.to_json())
-
-
-def _refuse_forbidden(snapshot: Snapshot) -> None:
-    config = snapshot.metadata.configuration
-    for key, why in _FORBIDDING_PROPERTIES.items():
-        if str(config.get(key, "")).lower() == "true":
-            raise WriteRefusedError(
-                f"cannot enable deletion vectors: {key}=true ({why})",
-                hint=f"Unset {key} first if the table no longer needs it.",
-            )

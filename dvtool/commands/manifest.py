@@ -18,27 +18,40 @@ Every manifest is replaced atomically (readers see the old or the new list). Man
 cannot apply deletion vectors, so a snapshot with DVs is refused (`purge_first=True` purges
 them first, like `dvtool optimize --purge`), and so are column-mapped tables (the files'
 column names are physical names), as Delta refuses both.
+
+On tables with `delta.compatibility.symlinkFormatManifest.enabled=true` every writing command
+calls `refresh_manifests_after_commit` after its commit, as Delta's post-commit hook
+(`GenerateSymlinkManifest.generateIncrementalManifest`) does: only the manifests of the
+partitions the commit touched are rewritten (or deleted, once the partition has no files).
+The commit has landed by then, so a refresh that fails is a warning in its result, never an
+error of the command.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from dvtool.commands.optimize import OptimizeRequest, OptimizeResult, Progress, run_optimize
+from dvtool.core.actions import Metadata
 from dvtool.core.features import require_writable
 from dvtool.core.partitions import partition_directory
 from dvtool.engines.base import Engine
-from dvtool.errors import CommitConflictError, WriteRefusedError
+from dvtool.errors import CommitConflictError, DvtoolError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.storage import Storage
 
+if TYPE_CHECKING:
+    # Imported lazily at run time: writing commands (optimize among them) call
+    # `refresh_manifests_after_commit`, so a module-level import would be circular.
+    from dvtool.commands.optimize import OptimizeResult, Progress
+
 MANIFEST_DIR = "_symlink_format_manifest"
 MANIFEST_NAME = "manifest"
+SYMLINK_MANIFEST_PROPERTY = "delta.compatibility.symlinkFormatManifest.enabled"
 EngineFactory = Callable[[int], Engine]
 _PURGE_ATTEMPTS = 3
 
@@ -147,6 +160,8 @@ def _purge(
     log: DeltaLog, snapshot: Snapshot, engine_for: EngineFactory, progress: Progress | None
 ) -> tuple[Snapshot, OptimizeResult | None]:
     """Purge DVs until the latest snapshot has none (a concurrent delete may add more)."""
+    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+
     purge: OptimizeResult | None = None
     for attempt in range(1, _PURGE_ATTEMPTS + 1):
         if not files_with_dvs(snapshot):
@@ -181,29 +196,50 @@ def manifest_contents(storage: Storage, snapshot: Snapshot) -> dict[str, list[st
         directories = [""] * len(paths)
     else:
         values = files.column("partitionValues").to_pylist()
-        directories = [
-            partition_directory([(c, dict(v or []).get(c)) for c in columns]) for v in values
-        ]
+        directories = [manifest_directory(columns, v) for v in values]
     for directory, path in zip(directories, paths, strict=True):
         groups.setdefault(directory, []).append(manifest_path(storage, path))
     return {d: sorted(lines) for d, lines in groups.items()}
 
 
+def manifest_directory(
+    columns: Sequence[str], values: Mapping[str, str | None] | Iterable[Any] | None
+) -> str:
+    """The Hive directory ("" when unpartitioned) of a file's `partitionValues`, given as
+    the log's JSON object or as the (key, value) pairs of an arrow map."""
+    if not columns:
+        return ""
+    found = dict(values or [])
+    return partition_directory([(c, found.get(c)) for c in columns])
+
+
 def write_manifests(storage: Storage, snapshot: Snapshot) -> tuple[list[ManifestFile], list[str]]:
     """Write every manifest of `snapshot` and delete those of partitions without files."""
     contents = manifest_contents(storage, snapshot)
-    written = []
-    for directory in sorted(contents):
-        lines = contents[directory]
-        relative = f"{MANIFEST_DIR}/{directory}/{MANIFEST_NAME}" if directory else None
-        location = storage.join(relative or f"{MANIFEST_DIR}/{MANIFEST_NAME}")
-        storage.write_atomic_replace(location, "".join(f"{line}\n" for line in lines).encode())
-        written.append(ManifestFile(directory, location, len(lines)))
+    written = [_write_manifest(storage, d, contents[d]) for d in sorted(contents)]
     stale = [d for d in existing_manifests(storage) if d not in contents and d]
-    locations = [storage.join(f"{MANIFEST_DIR}/{d}/{MANIFEST_NAME}") for d in sorted(stale)]
+    return written, _delete_manifests(storage, stale)
+
+
+def _manifest_location(storage: Storage, directory: str) -> str:
+    inner = f"{directory}/{MANIFEST_NAME}" if directory else MANIFEST_NAME
+    return storage.join(f"{MANIFEST_DIR}/{inner}")
+
+
+def _write_manifest(storage: Storage, directory: str, lines: Sequence[str]) -> ManifestFile:
+    """Replace the manifest of partition `directory` atomically with `lines`."""
+    location = _manifest_location(storage, directory)
+    storage.write_atomic_replace(location, "".join(f"{line}\n" for line in lines).encode())
+    return ManifestFile(directory, location, len(lines))
+
+
+def _delete_manifests(storage: Storage, directories: Sequence[str]) -> list[str]:
+    """Delete the manifests of partition `directories` (missing ones are skipped), then
+    their emptied local directories; the locations deleted."""
+    locations = [_manifest_location(storage, d) for d in sorted(directories)]
     storage.delete_many(locations)
-    _prune_empty_dirs(storage, stale)
-    return written, locations
+    _prune_empty_dirs(storage, list(directories))
+    return locations
 
 
 def existing_manifests(storage: Storage) -> list[str]:
@@ -242,3 +278,166 @@ def _prune_empty_dirs(storage: Storage, directories: list[str]) -> None:
                 fs.delete_dir(path)
         except OSError:
             continue
+
+
+# -- after every commit (delta.compatibility.symlinkFormatManifest.enabled) ------------------
+
+
+@dataclass(frozen=True)
+class ManifestRefresh:
+    """The manifests brought up to date after commit `version`.
+
+    `snapshot_version`: the version they were written from, the latest when the refresh ran
+    (as Delta's hook does: a concurrent writer's newer commit is not overwritten by this
+    commit's older state, unless it lands while the manifests are being written). `full`:
+    every manifest was regenerated, not only those of the partitions the commit touched.
+    `warning`: why the manifests could not be brought up to date; the commit stands
+    regardless and `dvtool generate-manifest` repairs them. After a failure
+    `snapshot_version` is None and `updated`/`deleted` are empty, though some manifests may
+    already have been replaced (each atomically).
+    """
+
+    version: int
+    snapshot_version: int | None = None
+    full: bool = False
+    updated: list[ManifestFile] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    warning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "snapshot_version": self.snapshot_version,
+            "full": self.full,
+            "updated": [m.to_json() for m in self.updated],
+            "deleted": list(self.deleted),
+            "warning": self.warning,
+        }
+
+
+def symlink_manifests_enabled(configuration: Mapping[str, str]) -> bool:
+    """Whether a table configuration asks for manifests kept up to date on every write."""
+    value = configuration.get(SYMLINK_MANIFEST_PROPERTY)
+    return isinstance(value, str) and value.strip().lower() == "true"
+
+
+def refresh_manifests_after_commit(
+    log: DeltaLog,
+    version: int,
+    actions: Sequence[Mapping[str, Any]],
+    *,
+    metadata: Metadata | None = None,
+) -> ManifestRefresh | None:
+    """Update the symlink manifests after commit `version` made of `actions`, as Delta's
+    post-commit hook does on tables with `delta.compatibility.symlinkFormatManifest.enabled`.
+
+    None, with nothing done, unless the configuration at `version` enables it: that of the
+    commit's metaData action, else of `metadata` (the table's metaData as of the commit; it
+    spares a read of the log), else read from the log. Otherwise the manifest of every
+    partition the commit added or removed files in is rewritten from the latest snapshot
+    (an unpartitioned table's single manifest), and that of a touched partition left without
+    live files deleted. All manifests are regenerated when the table has none yet, the
+    commit changes metaData (partition columns may change) or a remove lacks partitionValues.
+
+    Never raises for a failure, since the commit has landed: a manifest that could not be
+    written, or a table whose manifests would be wrong (live files with deletion vectors,
+    column mapping), is reported in `warning`, as `CommitResult.checkpoint_warning` is.
+    """
+    try:
+        configuration = _configuration_at(log, version, actions, metadata)
+    except Exception as e:  # the commit stands whatever happens here
+        return ManifestRefresh(
+            version,
+            warning=f"committed version {version}, but could not read the table configuration "
+            f"to tell whether its symlink manifests need updating: {_one_line(e)}",
+        )
+    if not symlink_manifests_enabled(configuration):
+        return None
+    try:
+        return _refresh(log, version, actions)
+    except Exception as e:  # the commit stands whatever happens here
+        return ManifestRefresh(
+            version,
+            warning=f"committed version {version}, but its symlink manifests could not be "
+            f"updated: {_one_line(e)}; they may list removed files until "
+            "`dvtool generate-manifest TABLE` regenerates them",
+        )
+
+
+def _configuration_at(
+    log: DeltaLog, version: int, actions: Sequence[Mapping[str, Any]], metadata: Metadata | None
+) -> Mapping[str, str]:
+    for action in actions:
+        body = action.get("metaData")
+        if isinstance(body, Mapping):
+            return dict(body.get("configuration") or {})
+    if metadata is not None:
+        return metadata.configuration
+    return log.snapshot(version).metadata.configuration
+
+
+def _refresh(log: DeltaLog, version: int, actions: Sequence[Mapping[str, Any]]) -> ManifestRefresh:
+    """Rewrite the touched partitions' manifests (or all of them) from the latest snapshot."""
+    storage = log.storage
+    snapshot = log.snapshot()
+    _check_table(snapshot)
+    count = files_with_dvs(snapshot)
+    if count:
+        return ManifestRefresh(version, snapshot.version, warning=_dv_warning(version, count))
+    touched = _touched_directories(actions, snapshot.metadata.partition_columns)
+    if touched is None or not _has_manifests(storage):
+        written, deleted = write_manifests(storage, snapshot)
+        return ManifestRefresh(version, snapshot.version, True, written, deleted)
+    contents = manifest_contents(storage, snapshot)
+    written = [_write_manifest(storage, d, contents[d]) for d in sorted(touched & contents.keys())]
+    emptied = [
+        d
+        for d in sorted(touched - contents.keys())
+        if storage.exists(_manifest_location(storage, d))
+    ]
+    deleted = _delete_manifests(storage, emptied)
+    return ManifestRefresh(version, snapshot.version, False, written, deleted)
+
+
+def _touched_directories(
+    actions: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> set[str] | None:
+    """The partition directories the commit's adds and removes are in; None when they
+    cannot be told (a metaData change, or a remove of a partitioned table without its
+    partitionValues), which calls for a full regeneration."""
+    touched: set[str] = set()
+    for action in actions:
+        if "metaData" in action:
+            return None
+        kind = "add" if "add" in action else "remove" if "remove" in action else None
+        body = action.get(kind) if kind else None
+        if not isinstance(body, Mapping):
+            continue
+        values = body.get("partitionValues")
+        if values is None and columns and kind == "remove":
+            return None
+        touched.add(manifest_directory(columns, values))
+    return touched
+
+
+def _has_manifests(storage: Storage) -> bool:
+    """Whether `_symlink_format_manifest/` holds anything (Delta regenerates everything
+    when the directory does not exist yet); one listing, not a walk of every partition."""
+    fs, root = storage.arrow_filesystem(storage.join(MANIFEST_DIR))
+    return bool(fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)))
+
+
+def _dv_warning(version: int, count: int) -> str:
+    return (
+        f"committed version {version}, but its symlink manifests were not updated: {count} "
+        "live file(s) have deletion vectors, and manifest readers (Presto, Trino, Athena, "
+        "Redshift Spectrum) would return their deleted rows; run "
+        "`dvtool generate-manifest TABLE --purge-first` to purge them and regenerate"
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's message on one line (without a DvtoolError's hint)."""
+    raw = exc.message if isinstance(exc, DvtoolError) else str(exc)
+    text = " ".join(raw.split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

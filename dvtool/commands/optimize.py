@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap64
 
 from dvtool import faults
+from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -38,7 +39,7 @@ from dvtool.errors import CommitConflictError, CommitOutcomeUnknownError, UsageE
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.table_root import require_inside_root
-from dvtool.log.writer import LogWriter, snapshot_commit_info
+from dvtool.log.writer import LogWriter, row_tracked, snapshot_commit_info
 
 if TYPE_CHECKING:  # imported only for --where: sqlglot and acero cost ~0.1 s at start-up
     from dvtool.predicate import Predicate
@@ -116,7 +117,8 @@ def run_optimize(
     _check_request(request)
     snapshot = log.snapshot()
     operation = "REORG" if request.purge else "OPTIMIZE"
-    require_writable(snapshot.protocol, snapshot.metadata, operation)
+    command = "purge" if request.purge else "compaction"
+    require_writable(snapshot.protocol, snapshot.metadata, command, snapshot.schema)
     snapshot.require_paths_live_once(operation)
     store = DVStore(log.storage)
     candidates = _candidates(log, snapshot, request, store)
@@ -152,7 +154,15 @@ def _candidates(
 ) -> list[_Candidate]:
     where = _partition_filter(snapshot, request.where)
     target = _target_size(snapshot, request)
-    columns = ["path", "partitionValues", "size", "numRecords", "deletionVector"]
+    columns = [
+        "path",
+        "partitionValues",
+        "size",
+        "numRecords",
+        "deletionVector",
+        "baseRowId",
+        "defaultRowCommitVersion",
+    ]
     rows = snapshot.files.select(columns).to_pylist()
     out = []
     for index, row in enumerate(rows):
@@ -266,7 +276,14 @@ def _pack(members: list[_Candidate], target: int) -> list[list[_Candidate]]:
 
 def _bin(log: DeltaLog, members: list[_Candidate]) -> tuple[RewriteBin, list[_Candidate]]:
     inputs = tuple(
-        RewriteInput(c.row["path"], log.storage.resolve(c.row["path"]), c.drop) for c in members
+        RewriteInput(
+            c.row["path"],
+            log.storage.resolve(c.row["path"]),
+            c.drop,
+            c.row["baseRowId"],
+            c.row["defaultRowCommitVersion"],
+        )
+        for c in members
     )
     first = members[0].row
     directory = _directory(log, first["path"])
@@ -301,12 +318,7 @@ def _execute(
     planned: list[PlannedBin],
     progress: Progress | None,
 ) -> OptimizeResult:
-    layout = TableLayout(
-        log.storage,
-        snapshot.schema,
-        snapshot.metadata.partition_columns,
-        snapshot.column_mapping_mode,
-    )
+    layout = TableLayout.of(log.storage, snapshot)
     size = request.batch_size or len(bins)
     versions: list[int] = []
     warnings: list[str] = []
@@ -318,7 +330,7 @@ def _execute(
         written = engine.rewrite(layout, config, [b for b, _ in batch], advance)
         try:
             faults.reached("data-files-written")
-            version, warning = _commit_batch(
+            version, batch_warnings = _commit_batch(
                 log, snapshot, request, operation, batch, written, planned[start : start + size]
             )
         except CommitConflictError as e:
@@ -334,8 +346,7 @@ def _execute(
             raise
         versions.append(version)
         written_all += written
-        if warning:
-            warnings.append(warning)
+        warnings += batch_warnings
     metrics = _metrics(planned, written_all, [c for _, members in bins for c in members])
     return OptimizeResult(
         operation, snapshot.version, False, engine.name, versions, planned, metrics, warnings
@@ -356,7 +367,7 @@ def _commit_batch(
     batch: Sequence[tuple[RewriteBin, list[_Candidate]]],
     written: Sequence[WrittenFile | None],
     planned: list[PlannedBin],
-) -> tuple[int, str | None]:
+) -> tuple[int, list[str]]:
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = []
     members = [c for _, group in batch for c in group]
@@ -368,7 +379,7 @@ def _commit_batch(
                 out.add_action(
                     b.partition_values,
                     data_change=False,
-                    clustering_provider=adds[0].get("clusteringProvider"),
+                    clustering_provider=_clustering_provider(request, adds),
                 )
             )
     metrics = _metrics(planned, written, members)
@@ -379,13 +390,17 @@ def _commit_batch(
         metrics,
         txn_id=str(uuid.uuid4()),
         now_ms=now,
+        copies_rows=True,
     )
     commit_actions = [info, *actions]
     keys = [file_action_key(c.row["path"], c.row["deletionVector"]) for c in members]
     read_set = ReadSet.for_actions(snapshot.version, commit_actions, read_keys=keys)
     try:
         result = LogWriter(log).try_commit(
-            snapshot.version, commit_actions, read_set, metadata=snapshot.metadata
+            snapshot.version,
+            row_tracked(snapshot, commit_actions),
+            read_set,
+            metadata=snapshot.metadata,
         )
     except CommitConflictError as e:
         raise CommitConflictError(
@@ -394,7 +409,21 @@ def _commit_batch(
             hint="Nothing of this batch was committed and its new files were deleted; "
             "run the command again to rewrite the current files.",
         ) from e
-    return result.version, result.checkpoint_warning
+    refresh = refresh_manifests_after_commit(
+        log, result.version, result.actions, metadata=snapshot.metadata
+    )
+    warnings = [result.checkpoint_warning, refresh.warning if refresh else None]
+    return result.version, [w for w in warnings if w]
+
+
+def _clustering_provider(request: OptimizeRequest, adds: Sequence[dict[str, Any]]) -> str | None:
+    """The `clusteringProvider` of a rewritten file: a 1:1 purge keeps its input's (the rows
+    and their order are unchanged); bin-packing output is not clustered by anyone, so it
+    claims no provider (PROTOCOL.md "Clustered Table")."""
+    if request.purge and len(adds) == 1:
+        provider = adds[0].get("clusteringProvider")
+        return str(provider) if provider else None
+    return None
 
 
 def _parameters(request: OptimizeRequest, operation: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from dvtool.core.paths import canonical_path
 from dvtool.errors import LogError
 
 JSON = dict[str, Any]
@@ -135,13 +136,23 @@ def unsafe_path_reason(path_in_log: str) -> str | None:
     return None
 
 
-def file_action_key(path: str, dv: Mapping[str, Any] | None) -> tuple[str, str | None]:
-    """The (path, DV uniqueId) primary key of a logical file."""
+def file_action_key(
+    path: str, dv: Mapping[str, Any] | None, *, root: str | None = None
+) -> tuple[str, str | None]:
+    """The (path, DV uniqueId) primary key of a logical file.
+
+    The path is kept as logged unless `root` (the table root) is given: then it is the
+    canonical key of the path (`dvtool.core.paths`), as log replay keys files, so that two
+    spellings of one file compare equal. Callers that compare with paths as logged (the
+    conflict checks match remove paths against these keys) must not pass `root` on one
+    side only.
+    """
+    key_path = path if root is None else canonical_path(path, root)
     if dv is None:
-        return (path, None)
+        return (key_path, None)
     uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
     offset = dv.get("offset")
-    return (path, uid if offset is None else f"{uid}@{offset}")
+    return (key_path, uid if offset is None else f"{uid}@{offset}")
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def commit_info(
     isolation_level: str = "Serializable",
     engine_info: str = ENGINE_INFO,
     in_commit_timestamp: int | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> JSON:
     """The `{"commitInfo": {...}}` action, with the fields and encodings Delta Spark writes.
 
@@ -85,6 +86,8 @@ def commit_info(
     body["operationMetrics"] = {k: _encode_metric(v) for k, v in metrics.items()}
     body["engineInfo"] = engine_info
     body["txnId"] = txn_id
+    if tags:
+        body["tags"] = dict(tags)
     return {"commitInfo": body}
 
 

@@ -20,7 +20,9 @@ would raise:
    or removed anything while we read the whole table.
 5. `ConcurrentDeleteDeleteException`: the winner removed a file we remove too.
 6. `ConcurrentTransactionException`: the winner wrote a `txn` for an appId we read or write,
-   or a `domainMetadata` for a domain we write.
+   or a `domainMetadata` for a domain we write. Row tracking's `delta.rowTracking` domain is
+   the exception, as in Delta: a retried commit recomputes its fresh row IDs above the
+   winner's high-water mark (`dvtool.core.row_tracking`), so it never conflicts.
 
 A winner whose commitInfo `txnId` is ours is our own commit whose response was lost; see
 `is_our_commit`. Pure: no IO.
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvtool.core import row_tracking
 from dvtool.core.actions import file_action_key
 from dvtool.core.replay import ActionBatch
 
@@ -187,7 +190,7 @@ def check_conflicts(read_set: ReadSet, winner: ActionBatch) -> ConflictResult:
                 app_id=txn.app_id,
             )
     for dm in winner.domains:
-        if dm.domain in read_set.domains:
+        if dm.domain in read_set.domains and dm.domain != row_tracking.DOMAIN:
             return conflict(
                 CONCURRENT_TRANSACTION,
                 f"changed metadata domain {dm.domain}, which this transaction changes too",

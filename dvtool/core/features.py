@@ -1,20 +1,33 @@
-"""Table features: what a protocol action requires of readers and writers.
+"""Table features, and the gate that decides which dvtool command may run on a table.
 
 Tables at reader version 3 / writer version 7 list their features by name; older tables imply
 a fixed set by their version numbers. `reader_features`/`writer_features` return the effective
-sets either way, and the `require_*` gates refuse a table that needs a feature dvtool does not
-implement, naming it, before anything is read (`require_readable`) or written
-(`require_writable`, per operation, which also honours `delta.appendOnly`).
-`without_features`/`normalized_protocol` compute the protocol after dropping features, with
-the lowest versions that still describe the remaining ones (as Delta normalises it).
+sets either way.
+
+The rule (PROTOCOL.md "Table Features"): **a feature blocks only the commands it
+constrains**. `COMMANDS` names dvtool's commands as the README's feature table does, and
+`feature_refusal(feature, command, metadata)` says why a feature blocks a command, or None:
+
+- features dvtool implements for every command (`SUPPORTED`) block nothing; some depend on a
+  table property (`delta.appendOnly=true` blocks deleting rows; an active Iceberg
+  compatibility or Hudi UniForm forbids deletion vectors);
+- features whose commits must go through a catalog, or whose data types dvtool does not
+  know, block every command, reading included (`REFUSED`);
+- any other feature is unknown: unknown reader features block everything, unknown writer
+  features every writing command.
+
+`require_readable` and `require_writable` raise the refusal, naming every blocking feature and
+why, before anything is read or written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dvtool.core.actions import Metadata, Protocol
+from dvtool.core.schema import StructType
+from dvtool.core.type_widening import require_supported_type_changes
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 
 # Features implied by legacy protocol versions (PROTOCOL.md, "Table Features").
@@ -26,18 +39,6 @@ _LEGACY_WRITER: dict[int, tuple[str, ...]] = {
     6: ("identityColumns",),
 }
 _LEGACY_READER: dict[int, tuple[str, ...]] = {2: ("columnMapping",)}
-
-# Reader features dvtool understands: it reads the log, DVs and parquet files of such tables
-# exactly as the protocol requires.
-READ_SUPPORTED = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-    }
-)
 
 
 def reader_features(protocol: Protocol) -> frozenset[str]:
@@ -62,21 +63,6 @@ def writer_features(protocol: Protocol) -> frozenset[str]:
     return frozenset(implied)
 
 
-def require_readable(protocol: Protocol, supported: frozenset[str] = READ_SUPPORTED) -> None:
-    """Refuse a table whose reader protocol needs something dvtool cannot read correctly."""
-    if protocol.min_reader_version > 3:
-        raise UnsupportedFeatureError(
-            f"the table requires reader version {protocol.min_reader_version}; "
-            "dvtool reads versions 1 to 3"
-        )
-    missing = sorted(reader_features(protocol) - supported)
-    if missing:
-        raise UnsupportedFeatureError(
-            f"the table uses reader feature(s) dvtool does not implement: {', '.join(missing)}",
-            hint="dvtool refuses to read it rather than return wrong results.",
-        )
-
-
 def deletion_vectors_supported(protocol: Protocol) -> bool:
     """Whether the protocol allows deletion vectors at all (reader 3 / writer 7 feature)."""
     return "deletionVectors" in reader_features(protocol) and "deletionVectors" in writer_features(
@@ -84,21 +70,80 @@ def deletion_vectors_supported(protocol: Protocol) -> bool:
     )
 
 
-# -- the writer gate ------------------------------------------------------------------------
+# -- commands --------------------------------------------------------------------------------
 
-# Writer features dvtool's writing commands (delete via DVs, DV purge/rewrite, vacuum, enable,
-# downgrade, manifest) implement or leave intact, for every operation:
-# - appendOnly: `delta.appendOnly=true` refuses operations that change data (see below);
+
+@dataclass(frozen=True)
+class Command:
+    """A dvtool command as far as table features care.
+
+    `name` is its column in the README's feature table; `writes`: it commits or writes files;
+    `changes_data`: it removes rows (`dataChange=true`), which append-only tables forbid;
+    `rewrites`: it writes new data files; `writes_dvs`: it writes deletion vectors.
+    """
+
+    name: str
+    writes: bool = True
+    changes_data: bool = False
+    rewrites: bool = False
+    writes_dvs: bool = False
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("inspect", writes=False),
+        Command("enable"),
+        Command("delete dv", changes_data=True, writes_dvs=True),
+        Command("delete cow", changes_data=True, rewrites=True),
+        Command("purge", rewrites=True),
+        Command("compaction", rewrites=True),
+        Command("vacuum"),
+        Command("generate-manifest"),
+        Command("downgrade", rewrites=True),
+    )
+}
+# Operation names the commands used before the table above (commitInfo operations).
+_ALIASES = {
+    "DELETE": "delete dv",
+    "REORG": "purge",
+    "OPTIMIZE": "compaction",
+    "MANIFEST": "generate-manifest",
+}
+
+
+def command(name: str) -> Command:
+    """The command called `name` (a README column or an operation name, any case)."""
+    key = _ALIASES.get(name.upper(), name.lower())
+    if key not in COMMANDS:
+        known = ", ".join(COMMANDS)
+        raise ValueError(f"unknown command {name!r}; known: {known}")
+    return COMMANDS[key]
+
+
+# -- the rules -------------------------------------------------------------------------------
+
+# Features dvtool implements for every command, each as PROTOCOL.md requires:
+# - appendOnly: `delta.appendOnly=true` refuses deleting rows (rearranging is allowed);
 # - invariants, checkConstraints, generatedColumns, allowColumnDefaults, identityColumns:
-#   dvtool never writes new values, it only removes rows or copies rows unchanged;
-# - changeDataFeed: the delete command writes the change data; columnMapping: files are
-#   read and rewritten by physical name and field id; deletionVectors, timestampNtz;
-# - domainMetadata: domains are preserved (never dropped, checkpoints keep them);
-# - v2Checkpoint: dvtool's checkpoints follow the V2 spec on such tables;
-# - vacuumProtocolCheck: this gate is the writer protocol check VACUUM must do;
-# - checkpointProtection: dvtool writes commits and checkpoints but never cleans up metadata;
-# - inCommitTimestamp: commits carry `inCommitTimestamp` (dvtool.core.commit).
-WRITE_SUPPORTED = frozenset(
+#   dvtool writes no new values, it removes rows or copies them unchanged;
+# - changeDataFeed: deletes write change data; rewrites are dataChange=false;
+# - columnMapping: files are read by field id (id mode) or physical name, written with both;
+# - deletionVectors, timestampNtz, v2Checkpoint, vacuumProtocolCheck, inCommitTimestamp;
+# - domainMetadata: domains are kept (checkpoints carry them, commits never drop them);
+# - checkpointProtection: dvtool never cleans up metadata before the protected version;
+# - clustering: rewrites keep stats of clustering columns, `clusteringProvider` only 1:1;
+# - typeWidening: files from before a change are read as the current type, rewrites write
+#   it, and widened columns are not skipped on by min/max;
+# - variantType, variantShredding: variant columns are copied as the files hold them, with
+#   nullCount statistics only; a --where on one is refused;
+# - collations: string comparisons on collated columns are refused in --where;
+# - rowTracking: DV deletes keep baseRowId/defaultRowCommitVersion; rewrites write the
+#   materialized row ids and commit versions and assign fresh ones above the high-water mark;
+# - materializePartitionColumns: rewrites write partition values into the files;
+# - icebergCompatV1/V2/V3, icebergWriterCompatV1: rewrites materialize partition columns,
+#   write field ids and numRecords; deletion vectors are refused while V1/V2 is enabled.
+SUPPORTED = frozenset(
     {
         "appendOnly",
         "invariants",
@@ -115,74 +160,130 @@ WRITE_SUPPORTED = frozenset(
         "vacuumProtocolCheck",
         "checkpointProtection",
         "inCommitTimestamp",
+        "clustering",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "collations",
+        "collations-preview",
+        "rowTracking",
+        "materializePartitionColumns",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "icebergCompatV3",
+        "icebergWriterCompatV1",
+        "icebergWriterCompatV3",
     }
 )
+# Reader features among them: dvtool reads the log, DVs and data files of such tables exactly.
+READ_SUPPORTED = SUPPORTED & frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "collations",
+        "collations-preview",
+    }
+)
+WRITE_SUPPORTED = SUPPORTED
 
-# Why dvtool refuses to write tables with these features (for the error message).
-WRITE_REFUSED_REASONS: dict[str, str] = {
-    "rowTracking": "dvtool does not assign base row IDs and row commit versions",
-    "icebergCompatV1": "dvtool does not maintain Iceberg compatibility",
-    "icebergCompatV2": "dvtool does not maintain Iceberg compatibility",
-    "icebergCompatV3": "dvtool does not maintain Iceberg compatibility",
-    "icebergWriterCompatV1": "dvtool does not maintain Iceberg compatibility",
-    "clustering": "rewriting files of a clustered table is not implemented (DELETE only)",
-    "catalogManaged": "commits must go through the table's catalog",
-    "catalogOwned-preview": "commits must go through the table's catalog",
-    "typeWidening": "files with widened column types are not rewritten correctly",
-    "typeWidening-preview": "files with widened column types are not rewritten correctly",
-    "variantType": "variant columns are not implemented",
-    "variantType-preview": "variant columns are not implemented",
-    "variantShredding-preview": "variant columns are not implemented",
+_CATALOG = (
+    "its commits must go through the table's catalog (PROTOCOL.md 'Catalog-managed tables'), "
+    "and the catalog may hold commits the file system does not show yet"
+)
+# Features that block every command, with why.
+REFUSED: dict[str, str] = {
+    "catalogManaged": _CATALOG,
+    "catalogOwned-preview": _CATALOG,
+    "geospatial": "its geometry and geography column types are unknown to dvtool",
 }
 
 
-@dataclass(frozen=True)
-class WriteOperation:
-    """What a writing command does, as far as table features and properties care.
-
-    `changes_data`: it removes or changes rows (`dataChange=true`), which append-only tables
-    forbid; rearranging rows (`dataChange=false`) is allowed. `extra_features`: writer
-    features safe for this operation only.
-    """
-
-    name: str
-    changes_data: bool = False
-    extra_features: frozenset[str] = frozenset()
+def feature_refusal(feature: str, cmd: Command, metadata: Metadata) -> str | None:
+    """Why `feature` blocks `cmd` on a table with `metadata`, or None when it does not."""
+    if feature in REFUSED:
+        return REFUSED[feature]
+    if feature not in SUPPORTED:
+        return "unknown to dvtool" if cmd.writes else None
+    config = metadata.configuration
+    if feature == "appendOnly" and cmd.changes_data and _is_true(config.get("delta.appendOnly")):
+        return "the table is append-only (delta.appendOnly=true)"
+    return None
 
 
-# The operations of dvtool's writing commands; add an entry for a new command.
-WRITE_OPERATIONS: dict[str, WriteOperation] = {
-    "DELETE": WriteOperation(
-        "DELETE",
-        changes_data=True,
-        # Deleting rows through DVs does not change how files are clustered.
-        extra_features=frozenset({"clustering"}),
-    ),
-    "OPTIMIZE": WriteOperation("OPTIMIZE"),
-    "REORG": WriteOperation("REORG"),
-    "VACUUM": WriteOperation("VACUUM"),
-    "ENABLE": WriteOperation("ENABLE"),
-    "DOWNGRADE": WriteOperation("DOWNGRADE"),
-    "MANIFEST": WriteOperation("MANIFEST"),
+# Table properties under which Delta forbids deletion vectors: `enable` and DV deletes refuse.
+DV_FORBIDDING_PROPERTIES: dict[str, str] = {
+    "delta.enableIcebergCompatV1": "icebergCompatV1 requires that deletion vectors are not "
+    "supported",
+    "delta.enableIcebergCompatV2": "icebergCompatV2 requires that deletion vectors are not active",
+    "delta.compatibility.symlinkFormatManifest.enabled": "incremental symlink manifests "
+    "cannot express deleted rows",
 }
+
+
+def table_refusal(cmd: Command, metadata: Metadata) -> str | None:
+    """Why a table property (not a feature) blocks `cmd`, or None: the properties that forbid
+    deletion vectors, and Hudi UniForm, block `enable` and DV deletes."""
+    if not (cmd.writes_dvs or cmd.name == "enable"):
+        return None
+    config = metadata.configuration
+    for key, why in DV_FORBIDDING_PROPERTIES.items():
+        if _is_true(config.get(key)):
+            return f"{key}=true: {why}"
+    formats = str(config.get("delta.universalFormat.enabledFormats", ""))
+    if "hudi" in (f.strip().lower() for f in formats.split(",")):
+        return (
+            "delta.universalFormat.enabledFormats contains hudi: Hudi UniForm forbids "
+            "deletion vectors"
+        )
+    return None
+
+
+# -- the gates -------------------------------------------------------------------------------
+
+
+def require_readable(
+    protocol: Protocol, supported: frozenset[str] = READ_SUPPORTED, schema: StructType | None = None
+) -> None:
+    """Refuse a table whose reader protocol needs something dvtool cannot read correctly;
+    with `schema`, also one that records a type change dvtool cannot convert."""
+    if protocol.min_reader_version > 3:
+        raise UnsupportedFeatureError(
+            f"the table requires reader version {protocol.min_reader_version}; "
+            "dvtool reads versions 1 to 3"
+        )
+    missing = sorted(reader_features(protocol) - supported)
+    if missing:
+        reasons = ", ".join(_explain(f, REFUSED.get(f, "unknown to dvtool")) for f in missing)
+        raise UnsupportedFeatureError(
+            f"the table uses reader feature(s) dvtool cannot read: {reasons}",
+            hint="dvtool refuses to read it rather than return wrong results.",
+        )
+    if schema is not None and reader_features(protocol) & {"typeWidening", "typeWidening-preview"}:
+        require_supported_type_changes(schema)
 
 
 def require_writable(
-    protocol: Protocol,
-    metadata: Metadata,
-    operation: str,
-    supported: frozenset[str] = WRITE_SUPPORTED,
+    protocol: Protocol, metadata: Metadata, operation: str, schema: StructType | None = None
 ) -> None:
-    """Refuse to run `operation` on a table dvtool cannot write correctly.
+    """Refuse to run `operation` (a `COMMANDS` name or operation name) on the table.
 
-    UnsupportedFeatureError names every unsupported reader feature (writers must read the
-    table too) and writer feature, effective ones implied by legacy versions included.
-    WriteRefusedError when a table property forbids the operation (`delta.appendOnly`).
+    UnsupportedFeatureError names every reader feature dvtool cannot read and every feature
+    that blocks the command, with why; WriteRefusedError when only table properties block it
+    (`delta.appendOnly`, an active Iceberg compatibility, Hudi UniForm).
     """
-    op = WRITE_OPERATIONS.get(operation.upper())
-    if op is None:
-        known = ", ".join(sorted(WRITE_OPERATIONS))
-        raise ValueError(f"unknown write operation {operation!r}; known: {known}")
+    cmd = command(operation)
     if protocol.min_reader_version > 3 or protocol.min_writer_version > 7:
         raise UnsupportedFeatureError(
             f"the table requires reader version {protocol.min_reader_version} and writer "
@@ -192,163 +293,68 @@ def require_writable(
     problems: list[str] = []
     missing_reader = sorted(reader_features(protocol) - READ_SUPPORTED)
     if missing_reader:
-        problems.append("reader feature(s) " + ", ".join(_explain(f) for f in missing_reader))
-    allowed = supported | op.extra_features
-    missing_writer = sorted(writer_features(protocol) - allowed)
-    if missing_writer:
-        problems.append("writer feature(s) " + ", ".join(_explain(f) for f in missing_writer))
+        problems.append(
+            "reader feature(s) "
+            + ", ".join(_explain(f, REFUSED.get(f, "unknown to dvtool")) for f in missing_reader)
+        )
+    refusals = _refusals(writer_features(protocol), cmd, metadata)
+    unsupported = {f: why for f, why in refusals.items() if not _property_rule(f)}
+    if unsupported:
+        problems.append(
+            "writer feature(s) " + ", ".join(_explain(f, w) for f, w in unsupported.items())
+        )
     if problems:
         raise UnsupportedFeatureError(
-            f"dvtool cannot {op.name} this table: it uses {'; and '.join(problems)}",
+            f"dvtool cannot run {cmd.name} on this table: it uses {'; and '.join(problems)}",
             hint="dvtool refuses to write it rather than corrupt it; use an engine that "
             "supports these features.",
         )
-    if op.changes_data and _is_true(metadata.configuration.get("delta.appendOnly")):
+    if schema is not None:
+        require_readable(protocol, schema=schema)
+    rules = [why for f, why in refusals.items() if _property_rule(f)]
+    table = table_refusal(cmd, metadata)
+    if table:
+        rules.append(table)
+    if rules:
         raise WriteRefusedError(
-            f"the table is append-only (delta.appendOnly=true): {op.name} would remove rows",
-            hint="Unset the property (ALTER TABLE ... SET TBLPROPERTIES "
-            "('delta.appendOnly'='false')) if rows may be deleted.",
+            f"{cmd.name} refused: {'; '.join(rules)}", hint=_property_hint(rules[0])
         )
 
 
-def _explain(feature: str) -> str:
-    reason = WRITE_REFUSED_REASONS.get(feature)
-    return f"{feature} ({reason})" if reason else f"{feature} (unknown to dvtool)"
+def _property_rule(feature: str) -> bool:
+    """Whether `feature`'s refusals come from table properties (not from the feature)."""
+    return feature in SUPPORTED
+
+
+def _refusals(features: frozenset[str], cmd: Command, metadata: Metadata) -> dict[str, str]:
+    out = {}
+    for feature in sorted(features):
+        why = feature_refusal(feature, cmd, metadata)
+        if why is not None:
+            out[feature] = why
+    return out
+
+
+def _property_hint(reason: str) -> str:
+    if "append-only" in reason:
+        return (
+            "Unset the property (ALTER TABLE ... SET TBLPROPERTIES "
+            "('delta.appendOnly'='false')) if rows may be deleted."
+        )
+    return (
+        "Delete with --mode cow (rewrites files instead of writing deletion vectors), or "
+        "unset the property if the table no longer needs it."
+    )
+
+
+def _explain(feature: str, reason: str) -> str:
+    return f"{feature} ({reason})"
 
 
 def _is_true(value: object) -> bool:
     return isinstance(value, str) and value.strip().lower() == "true"
 
 
-def with_feature(protocol: Protocol, feature: str, *, reader: bool) -> Protocol:
-    """The protocol upgraded to explicit feature lists (3/7) that also support `feature`.
-
-    Legacy versions are translated into the features they imply, so nothing the table
-    supported before is lost; a reader-writer feature goes into both lists.
-    """
-    readers = set(reader_features(protocol))
-    writers = set(writer_features(protocol)) | readers
-    writers.add(feature)
-    if reader:
-        readers.add(feature)
-    return Protocol(
-        min_reader_version=3,
-        min_writer_version=7,
-        reader_features=tuple(sorted(readers)),
-        writer_features=tuple(sorted(writers)),
-        raw={},
-    )
-
-
-# -- protocol normalisation (dropping features) ---------------------------------------------
-
-# The lowest (reader, writer) versions that imply each legacy feature (PROTOCOL.md, "Reader
-# Version Requirements" and "Writer Version Requirements"). Every other feature needs the
-# table features protocol: writer version 7, plus reader version 3 for reader-writer features.
-LEGACY_FEATURE_VERSIONS: dict[str, tuple[int, int]] = {
-    "appendOnly": (1, 2),
-    "invariants": (1, 2),
-    "checkConstraints": (1, 3),
-    "changeDataFeed": (1, 4),
-    "generatedColumns": (1, 4),
-    "columnMapping": (2, 5),
-    "identityColumns": (1, 6),
-}
-
-# Reader-writer features (PROTOCOL.md, "Valid Feature Names in Table Features" and the
-# features' own sections); any other feature is writer-only unless a protocol lists it among
-# its reader features.
-READER_WRITER_FEATURES = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "catalogManaged",
-        "catalogOwned-preview",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-    }
-)
-
-# Features that need other features supported (PROTOCOL.md): a feature cannot be dropped while
-# a feature that requires it is still supported.
-REQUIRED_FEATURES: dict[str, frozenset[str]] = {
-    "icebergCompatV1": frozenset({"columnMapping"}),
-    "icebergCompatV2": frozenset({"columnMapping"}),
-    "rowTracking": frozenset({"domainMetadata"}),
-    "clustering": frozenset({"domainMetadata"}),
-    "variantShredding": frozenset({"variantType"}),
-    "variantShredding-preview": frozenset({"variantType-preview"}),
-}
-
-
-def _implied_by_versions(reader: int, writer: int) -> frozenset[str]:
-    """The features a legacy protocol (writer < 7) implies, as Delta counts them: a legacy
-    feature needs both its reader and its writer version (so 1/6 does not imply column
-    mapping, which needs reader version 2)."""
-    return frozenset(
-        name for name, (r, w) in LEGACY_FEATURE_VERSIONS.items() if reader >= r and writer >= w
-    )
-
-
-def protocol_features(protocol: Protocol) -> tuple[frozenset[str], frozenset[str]]:
-    """(all features, reader-writer features) of a protocol, as Delta's
-    `implicitlyAndExplicitlySupportedFeatures`: the explicit lists at writer version 7, the
-    features the versions imply below it."""
-    if protocol.min_writer_version >= 7:
-        readers = frozenset(protocol.reader_features or ())
-        return readers | frozenset(protocol.writer_features or ()), readers
-    implied = _implied_by_versions(protocol.min_reader_version, protocol.min_writer_version)
-    return implied, implied & READER_WRITER_FEATURES
-
-
-def normalized_protocol(features: Iterable[str], reader_writer: Iterable[str] = ()) -> Protocol:
-    """The protocol with the lowest versions that supports exactly `features`, as Delta
-    normalises a protocol after dropping a feature (`Protocol.normalized`).
-
-    The legacy form (no feature lists) when a legacy version pair implies exactly these
-    features, e.g. {appendOnly, invariants} -> 1/2 and no features -> 1/1; otherwise writer
-    version 7 with `writerFeatures`, and reader version 3 with `readerFeatures` only when a
-    reader-writer feature other than column mapping remains (column mapping alone is reader
-    version 2, which implies it for readers). A feature is reader-writer when it is one of
-    READER_WRITER_FEATURES or listed in `reader_writer` (pass the old protocol's reader
-    features so that features unknown to dvtool keep their kind).
-    """
-    names = frozenset(features)
-    rw = (frozenset(reader_writer) | READER_WRITER_FEATURES) & names
-    reader, writer = 1, 1
-    for name in names:
-        r, w = LEGACY_FEATURE_VERSIONS.get(name, (3 if name in rw else 1, 7))
-        reader, writer = max(reader, r), max(writer, w)
-    if writer < 7 and _implied_by_versions(reader, writer) == names:
-        return Protocol(min_reader_version=reader, min_writer_version=writer, raw={})
-    return Protocol(
-        min_reader_version=reader,
-        min_writer_version=7,
-        reader_features=tuple(sorted(rw)) if reader >= 3 else None,
-        writer_features=tuple(sorted(names)),
-        raw={},
-    )
-
-
-def without_features(
-    protocol: Protocol, remove: Iterable[str], *, add: Iterable[str] = ()
-) -> Protocol:
-    """`protocol` without the features in `remove` and with the writer features in `add`,
-    normalised (`normalized_protocol`). Legacy versions are first expanded into the features
-    they imply, so dropping one legacy feature keeps the others."""
-    features, readers = protocol_features(protocol)
-    features = (features | frozenset(add)) - frozenset(remove)
-    return normalized_protocol(features, reader_writer=readers)
-
-
-def dependent_features(protocol: Protocol, feature: str) -> list[str]:
-    """The features of `protocol` that require `feature` (they must be dropped first)."""
-    supported = reader_features(protocol) | writer_features(protocol)
-    return sorted(f for f in supported if feature in REQUIRED_FEATURES.get(f, frozenset()))
+def configuration_flag(configuration: Mapping[str, str], key: str) -> bool:
+    """Whether table property `key` is `true` (case-insensitive, surrounding spaces ignored)."""
+    return _is_true(configuration.get(key))

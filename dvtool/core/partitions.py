@@ -87,6 +87,10 @@ _PRIMITIVE_ARROW: dict[str, pa.DataType] = {
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
     "void": pa.null(),
+    # PROTOCOL.md "Variant data in Parquet": the unshredded struct of two binaries.
+    "variant": pa.struct(
+        [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), False)]
+    ),
 }
 _TRUE = frozenset({"true", "t", "y", "yes", "1"})
 _FALSE = frozenset({"false", "f", "n", "no", "0"})

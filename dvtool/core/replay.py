@@ -2,7 +2,9 @@
 
 Replay goes from the newest commit to the oldest and keeps, for every logical file
 `(path, deletionVector.uniqueId)`, only the newest reference: an `add` makes it live, a
-`remove` makes it a tombstone. The newest protocol and metaData win, txn per appId, and
+`remove` makes it a tombstone. Given the table root, the path of the key is canonical
+(`dvtool.core.paths`), as in Delta Spark: an `add` of `file:/t/a%20b` and a `remove` of
+`a b` in table `/t` name one file. The newest protocol and metaData win, txn per appId, and
 domainMetadata per domain (removed domains are dropped). A checkpoint is already reconciled,
 so its file actions only need filtering against the keys seen in later commits; that filter
 runs on whole pyarrow columns, which keeps snapshots of millions of files fast.
@@ -26,6 +28,7 @@ from dvtool.core.actions import (
     Txn,
     file_actions_table,
 )
+from dvtool.core.paths import CanonicalRoot, canonical_path_column
 from dvtool.errors import LogError
 
 _KEY_SEP = "\x00"
@@ -73,16 +76,28 @@ class TableState:
 
 
 def key_string(path: str, dv: Mapping[str, Any] | None) -> str:
-    """The logical-file key as one string: `path NUL uniqueId` (empty uniqueId without DV)."""
+    """The logical-file key as one string: `path NUL uniqueId`, or just `path` without DV.
+
+    The two forms cannot meet: a key with a DV holds a NUL, a path never does (control
+    characters are not allowed in the log's URIs). Keeping the DV-less key the path itself
+    spares replay a string per file.
+    """
     if dv is None:
-        return path + _KEY_SEP
+        return path
     uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
     offset = dv.get("offset")
     return f"{path}{_KEY_SEP}{uid}" + ("" if offset is None else f"@{offset}")
 
 
-def key_column(table: pa.Table) -> pa.ChunkedArray:
-    """`key_string` of every row of a canonical add/remove table, computed column-wise."""
+def key_column(table: pa.Table, root: CanonicalRoot | None = None) -> pa.ChunkedArray:
+    """`key_string` of every row of a canonical add/remove table, computed column-wise.
+
+    With `root`, the path part is the canonical key of the path (only the rows whose path
+    is not plain go through Python); without it, the path as logged.
+    """
+    paths = table.column("path")
+    if root is not None:
+        paths = canonical_path_column(paths, root)
     dv = table.column("deletionVector")
     storage = pc.struct_field(dv, "storageType")
     inline = pc.struct_field(dv, "pathOrInlineDv")
@@ -90,15 +105,20 @@ def key_column(table: pa.Table) -> pa.ChunkedArray:
     with_offset = pc.binary_join_element_wise(storage, inline, "@", offset, "")
     without_offset = pc.binary_join_element_wise(storage, inline, "")
     uid = pc.if_else(pc.is_null(offset), without_offset, with_offset)
-    uid = pc.if_else(pc.is_null(dv), "", uid)
-    return pc.binary_join_element_wise(table.column("path"), uid, _KEY_SEP)
+    with_dv = pc.binary_join_element_wise(paths, uid, _KEY_SEP)
+    return pc.if_else(pc.is_null(dv), paths, with_dv)
 
 
 class Replayer:
-    """Accumulates batches from the newest to the oldest, then produces a `TableState`."""
+    """Accumulates batches from the newest to the oldest, then produces a `TableState`.
 
-    def __init__(self, version: int) -> None:
+    `root` is the table root (`Storage.root` or a URI) that logged paths are canonicalized
+    against; None keys files on their paths exactly as logged, as before canonicalization.
+    """
+
+    def __init__(self, version: int, root: str | None = None) -> None:
         self.version = version
+        self.root = None if root is None else CanonicalRoot.parse(root)
         self.protocol: Protocol | None = None
         self.metadata: Metadata | None = None
         self.txns: dict[str, Txn] = {}
@@ -140,10 +160,18 @@ class Replayer:
             start = len(out)
             for action in actions:
                 path = action.get("path")
-                if type(path) is str and path and action.get("deletionVector") is None:
-                    key = path + _KEY_SEP  # the common case, kept inline for speed
+                # The common case, a plain path (`is_plain`) without DV, kept inline for speed.
+                if (
+                    type(path) is str
+                    and path
+                    and "%" not in path
+                    and ":" not in path
+                    and path[0] != "/"
+                    and action.get("deletionVector") is None
+                ):
+                    key = path
                 else:
-                    key = _action_key(action, batch)
+                    key = _action_key(action, batch, self.root)
                 if key not in seen:
                     seen.add(key)
                     out.append(action)
@@ -151,10 +179,12 @@ class Replayer:
                 sources.append((batch.source, start, len(out)))
 
     def _unseen(self, table: pa.Table) -> pa.Table:
+        """The rows of a checkpoint table whose canonical key no later commit touched."""
         if not self._seen or table.num_rows == 0:
             return table
         seen = pa.array(list(self._seen), pa.string())
-        return table.filter(pc.invert(pc.is_in(key_column(table), value_set=seen)))
+        keys = key_column(table, self.root)
+        return table.filter(pc.invert(pc.is_in(keys, value_set=seen)))
 
     def finish(self) -> TableState:
         """The reconciled state; raises LogError when protocol or metaData never appeared."""
@@ -171,17 +201,18 @@ class Replayer:
         )
 
 
-def _action_key(action: Mapping[str, Any], batch: ActionBatch) -> str:
-    """`key_string` of a JSON file action; LogError naming the batch's file if malformed."""
+def _action_key(action: Mapping[str, Any], batch: ActionBatch, root: CanonicalRoot | None) -> str:
+    """`key_string` of a JSON file action, its path canonical against `root` when given.
+
+    Raises LogError naming the batch's log file when the path or the DV is malformed.
+    """
     dv = action.get("deletionVector")
     path = action.get("path")
     if not isinstance(path, str) or not path:
         raise LogError(f"{batch.source}: a file action has no valid path ({path!r})")
-    if dv is None:
-        return path + _KEY_SEP
-    if not isinstance(dv, Mapping):
+    if dv is not None and not isinstance(dv, Mapping):
         raise LogError(f"{batch.source}: the deletionVector of {path!r} is not an object")
-    return key_string(path, dv)
+    return key_string(path if root is None else root.key(path), dv)
 
 
 def _located_table(
@@ -210,9 +241,12 @@ def _concat(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
 
 
-def replay(batches: Iterable[ActionBatch], version: int) -> TableState:
-    """Reconcile `batches`, given newest first, into the state at `version`."""
-    replayer = Replayer(version)
+def replay(batches: Iterable[ActionBatch], version: int, root: str | None = None) -> TableState:
+    """Reconcile `batches`, given newest first, into the state at `version`.
+
+    `root` is the table root that file paths are canonicalized against (see `Replayer`).
+    """
+    replayer = Replayer(version, root)
     for batch in batches:
         replayer.apply(batch)
     return replayer.finish()

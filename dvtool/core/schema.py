@@ -96,6 +96,8 @@ def _parse_type(obj: Any) -> DataType:
             _parse_type(obj["valueType"]),
             bool(obj.get("valueContainsNull", True)),
         )
+    if isinstance(kind, str) and len(obj) == 1:
+        return kind  # a primitive in object form, as PROTOCOL.md writes {"type": "variant"}
     raise ValueError(f"unknown type {kind!r}")
 
 

@@ -74,12 +74,14 @@ __all__ = [
     "NUM_INDEXED_COLS_KEY",
     "STATS_COLUMNS_KEY",
     "StatsCollector",
+    "leaf_paths",
     "parse_column_list",
     "physical_column_paths",
     "stats_columns_spec",
     "stats_json",
     "truncate_max_string",
     "truncate_min_string",
+    "with_required_columns",
 ]
 
 NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
@@ -117,7 +119,9 @@ class StatsCollector:
     `schema` is the arrow schema of the data file (physical names, no partition columns).
     `indexed_columns` is `delta.dataSkippingNumIndexedCols` as an int (negative: all), or the
     columns of `delta.dataSkippingStatsColumns` as physical paths: tuples of names or dotted
-    strings (backticks quote names with dots, as in Spark SQL).
+    strings (backticks quote names with dots, as in Spark SQL). `opaque_columns` are
+    top-level columns that count as one leaf with `nullCount` only, whatever their arrow
+    type: variant columns (PROTOCOL.md "Statistics for Variant Columns").
     """
 
     def __init__(
@@ -126,11 +130,12 @@ class StatsCollector:
         indexed_columns: IndexedColumns = DEFAULT_NUM_INDEXED_COLS,
         *,
         string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+        opaque_columns: frozenset[str] = frozenset(),
     ) -> None:
         self.schema = schema
         self.string_prefix_length = string_prefix_length
         self.num_records = 0
-        self._types = _select_leaves(schema, indexed_columns)
+        self._types = _select_leaves(schema, indexed_columns, opaque_columns)
         self._leaves = [_Leaf(path, *_kind(t)) for path, t in self._types]
         self._deferred: dict[tuple[str, ...], _Leaf] = {}
 
@@ -167,7 +172,7 @@ class StatsCollector:
         `update_bounds`, else their min/max are missing from `result`.
         """
         for leaf, (_, arrow_type) in zip(self._leaves, self._types, strict=True):
-            if _footer_exact(leaf.path, arrow_type):
+            if leaf.kind != "none" and _footer_exact(leaf.path, arrow_type):
                 leaf.deferred = True
                 self._deferred[leaf.path] = leaf
         return list(self._deferred)
@@ -258,11 +263,17 @@ def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 # Column selection
 
 
+_OPAQUE = pa.null()  # the leaf type of an opaque column: statistics kind "none"
+
+
 def _select_leaves(
-    schema: pa.Schema, indexed_columns: IndexedColumns
+    schema: pa.Schema, indexed_columns: IndexedColumns, opaque: frozenset[str] = frozenset()
 ) -> list[tuple[tuple[str, ...], pa.DataType]]:
     if isinstance(indexed_columns, bool):
         raise TypeError("indexed_columns must be an int or a list of column paths")
+    if opaque:
+        # One leaf of no statistics kind per opaque column: nullCount only.
+        schema = pa.schema([pa.field(f.name, _OPAQUE) if f.name in opaque else f for f in schema])
     if isinstance(indexed_columns, int):
         limit = None if indexed_columns < 0 else indexed_columns
         out: list[tuple[tuple[str, ...], pa.DataType]] = []
@@ -270,6 +281,27 @@ def _select_leaves(
         return out
     wanted = [_as_path(p) for p in indexed_columns]
     return _filter_leaves(list(schema), (), wanted)
+
+
+def leaf_paths(schema: pa.Schema, indexed_columns: IndexedColumns) -> list[tuple[str, ...]]:
+    """The leaf column paths `indexed_columns` selects in `schema` (see StatsCollector)."""
+    return [path for path, _ in _select_leaves(schema, indexed_columns)]
+
+
+def with_required_columns(
+    spec: IndexedColumns, schema: pa.Schema, required: Sequence[tuple[str, ...]]
+) -> IndexedColumns:
+    """`spec` widened so that the `required` physical paths get statistics too (clustering
+    columns must have them, PROTOCOL.md "Clustered Table"); `spec` itself when it already
+    covers them."""
+    selected = leaf_paths(schema, spec)
+    covered = set(selected)
+    missing = [
+        path for path in required if not any(leaf[: len(path)] == tuple(path) for leaf in covered)
+    ]
+    if not missing:
+        return spec
+    return [*selected, *(tuple(p) for p in missing)]
 
 
 def _first_leaves(

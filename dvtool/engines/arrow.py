@@ -6,20 +6,22 @@ are read with only the columns the predicate needs, partition columns added as c
 result per file is a bitmap of matching physical row indexes, minus rows its DV already
 deletes. Memory stays bounded by one row group batch per thread.
 
-A rewrite (purge, compaction, copy-on-write delete) streams the batches of each input, takes
-from each batch the rows its DV keeps (bitmap operations on the batch's row range, then one
-`take`) and writes them with `write_data_file`, one file per bin, bins on the thread pool.
-`dvtool.predicate` (sqlglot, acero) is imported only when a scan runs.
+Each file's columns are resolved and conformed to the table's current physical schema
+(`dvtool.core.file_schema`: field ids in id mode, other writers' arrow types, type widening)
+before the predicate sees them; row-group statistics are used only for columns the file
+holds under the table's own physical name.
+
+A rewrite (purge, compaction, copy-on-write delete) runs `dvtool.engines.rewrite.write_bin`
+per bin on the thread pool. `dvtool.predicate` (sqlglot, acero) is imported only when a scan
+runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import posixpath
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import chain
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,15 +29,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from dvtool.core.file_schema import ColumnPlan
 from dvtool.core.partitions import arrow_schema, partition_arrays
-from dvtool.core.stats_collect import StatsCollector, stats_columns_spec
 from dvtool.data_files import (
     RowGroupStats,
     WrittenFile,
     iter_file_batches,
     open_parquet_file,
     row_group_stats,
-    write_data_file,
 )
 from dvtool.engines.base import (
     Progress,
@@ -43,9 +44,9 @@ from dvtool.engines.base import (
     ScanFile,
     TableLayout,
 )
+from dvtool.engines.rewrite import write_bin
 from dvtool.errors import PredicateError
 from dvtool.io_pool import map_io
-from dvtool.storage import Storage
 
 if TYPE_CHECKING:  # imported where a scan runs: sqlglot and acero cost ~0.1 s at start-up
     from dvtool.predicate import Predicate
@@ -141,13 +142,14 @@ class _FileScan:
 
     def matches(self, file: ScanFile) -> BitMap64:
         with open_parquet_file(self.table.storage, file.location) as parquet:
-            return self._matches(file, parquet)
+            plan = ColumnPlan.of(parquet.schema_arrow, self.columns, self.table.column_mapping_mode)
+            return self._matches(file, parquet, plan)
 
-    def _matches(self, file: ScanFile, parquet: pq.ParquetFile) -> BitMap64:
+    def _matches(self, file: ScanFile, parquet: pq.ParquetFile, plan: ColumnPlan) -> BitMap64:
         from dvtool.predicate import Match
 
         storage = self.table.storage
-        groups = row_group_stats(storage, file.location, parquet)
+        groups = [_own_stats(g, plan) for g in row_group_stats(storage, file.location, parquet)]
         matched = BitMap64()
         to_read: list[RowGroupStats] = []
         for group in groups:
@@ -163,20 +165,28 @@ class _FileScan:
             elif verdict is Match.SOME:
                 to_read.append(group)
         if to_read:
-            self._scan_groups(file, parquet, [g.index for g in to_read], matched)
+            self._scan_groups(file, parquet, plan, [g.index for g in to_read], matched)
         if file.deleted:
             matched -= file.deleted
         return matched
 
     def _scan_groups(
-        self, file: ScanFile, parquet: pq.ParquetFile, groups: list[int], matched: BitMap64
+        self,
+        file: ScanFile,
+        parquet: pq.ParquetFile,
+        plan: ColumnPlan,
+        groups: list[int],
+        matched: BitMap64,
     ) -> None:
-        names = [f.name for f in self.columns]
         batches = iter_file_batches(
-            self.table.storage, file.location, columns=names, row_groups=groups, parquet=parquet
+            self.table.storage,
+            file.location,
+            columns=plan.file_columns,
+            row_groups=groups,
+            parquet=parquet,
         )
         for first_row, batch in batches:
-            data = self._with_partitions(self._complete(batch), file)
+            data = self._with_partitions(pa.Table.from_batches([plan.conform(batch)]), file)
             rows = _row_indexes(first_row, batch.num_rows)
             try:
                 hits = data.append_column(_ROW, rows).filter(self.expression).column(_ROW)
@@ -188,15 +198,6 @@ class _FileScan:
             if len(hits):
                 matched.update(hits.to_pylist())
 
-    def _complete(self, batch: pa.RecordBatch) -> pa.Table:
-        """The batch with every needed column; columns absent from the file read as NULL."""
-        present = set(batch.schema.names)
-        columns = [
-            batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
-            for f in self.columns
-        ]
-        return pa.Table.from_arrays(columns, schema=pa.schema(self.columns))
-
     def _with_partitions(self, data: pa.Table, file: ScanFile) -> pa.Table:
         if not self.partitions:
             return data
@@ -204,6 +205,31 @@ class _FileScan:
         for name, values in constants.items():
             data = data.append_column(name, values)
         return data
+
+
+def _own_stats(group: RowGroupStats, plan: ColumnPlan) -> RowGroupStats:
+    """`group` with only the statistics of columns the file holds under the table's own
+    physical name (a column found by field id under another name, or missing, has none, so
+    skipping never uses another column's statistics)."""
+    renamed = {
+        target.name
+        for target, source in zip(plan.targets, plan.sources, strict=True)
+        if source != target.name
+    }
+    if not renamed:
+        return group
+
+    def own(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in values.items() if k.split(".")[0] not in renamed}
+
+    return RowGroupStats(
+        group.index,
+        group.first_row,
+        group.num_rows,
+        own(group.min),
+        own(group.max),
+        own(group.null_count),
+    )
 
 
 def _partition_types(table: TableLayout, predicate: Predicate) -> list[tuple[str, str]]:
@@ -218,121 +244,3 @@ def _partition_types(table: TableLayout, predicate: Predicate) -> list[tuple[str
         if physical in predicate.partition_columns_used and isinstance(field.type, str):
             out.append((physical, field.type))
     return out
-
-
-# -- rewrites --------------------------------------------------------------------------------
-
-
-def write_bin(
-    table: TableLayout, configuration: Mapping[str, str], rewrite_bin: RewriteBin
-) -> WrittenFile | None:
-    """Write the rows the inputs of `rewrite_bin` keep as one new file; None if none remain."""
-    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
-    spec = stats_columns_spec(configuration, table.schema, table.column_mapping_mode)
-    batches = (
-        batch
-        for source in rewrite_bin.inputs
-        for batch in _filtered_batches(
-            table.storage, source.location, schema, source.drop, keep=True
-        )
-        if batch.num_rows
-    )
-    first = next(batches, None)
-    if first is None:
-        return None
-    return write_data_file(
-        table.storage,
-        partition_dir=rewrite_bin.directory,
-        batches=chain([first], batches),
-        schema=schema,
-        stats=StatsCollector(schema, spec),
-    )
-
-
-def write_change_data(
-    table: TableLayout, add: Mapping[str, Any], rows: BitMap64
-) -> tuple[dict[str, Any], str]:
-    """Write the rows `rows` of the data file of `add` to a `_change_data` file with
-    `_change_type = 'delete'`; returns its `cdc` action and location."""
-    location = table.storage.resolve(str(add["path"]))
-    relative = table.storage.relative_to_root(location) or ""
-    schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
-    return _write_change_data(table, location, schema, posixpath.dirname(relative), rows, add)
-
-
-def _filtered_batches(
-    storage: Storage, location: str, schema: pa.Schema, rows: BitMap64 | None, *, keep: bool
-) -> Iterator[pa.RecordBatch]:
-    """The file's batches without (keep=True) or with only (keep=False) the rows in `rows`.
-
-    Each batch takes the positions it keeps, found with bitmap operations on its row range
-    (no per-row Python work and no hash set), so purging a file is linear in its size and
-    memory stays bounded by one batch.
-    """
-    present: set[str] | None = None
-    for first_row, batch in iter_file_batches(storage, location):
-        if present is None:
-            present = set(batch.schema.names)
-        selected = _select_rows(batch, first_row, rows or BitMap64(), keep=keep)
-        if selected.num_rows:
-            yield _conform(selected, schema, present)
-
-
-def _select_rows(
-    batch: pa.RecordBatch, first_row: int, rows: BitMap64, *, keep: bool
-) -> pa.RecordBatch:
-    """The rows of `batch` (file rows first_row...) not in `rows` (keep) or only those in it."""
-    wanted = BitMap64()
-    wanted.add_range(first_row, first_row + batch.num_rows)
-    if keep:
-        wanted -= rows
-    else:
-        wanted &= rows
-    if len(wanted) == batch.num_rows:
-        return batch
-    if not wanted:
-        return batch.slice(0, 0)
-    indexes = wanted.to_array()  # array('Q'): wrapped by Arrow without a copy
-    positions = pa.Array.from_buffers(pa.uint64(), len(indexes), [None, pa.py_buffer(indexes)])
-    return batch.take(pc.subtract(positions, pa.scalar(first_row, pa.uint64())))
-
-
-def _conform(batch: pa.RecordBatch, schema: pa.Schema, present: set[str]) -> pa.RecordBatch:
-    """Columns in table order; columns the old file lacks are written as NULL."""
-    arrays = [
-        batch.column(f.name) if f.name in present else pa.nulls(batch.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _write_change_data(
-    table: TableLayout,
-    location: str,
-    schema: pa.Schema,
-    directory: str,
-    rows: BitMap64,
-    add: Mapping[str, Any],
-) -> tuple[dict[str, Any], str]:
-    cdc_schema = schema.append(pa.field("_change_type", pa.string()))
-    batches = (
-        batch.append_column("_change_type", pa.array(["delete"] * batch.num_rows, pa.string()))
-        for batch in _filtered_batches(table.storage, location, schema, rows, keep=False)
-    )
-    target = posixpath.join("_change_data", directory) if directory else "_change_data"
-    written = write_data_file(
-        table.storage,
-        partition_dir=target,
-        batches=batches,
-        schema=cdc_schema,
-        stats=StatsCollector(cdc_schema, 0),
-    )
-    action = {
-        "cdc": {
-            "path": written.relative_path,
-            "partitionValues": dict(add.get("partitionValues") or {}),
-            "size": written.size,
-            "dataChange": False,
-        }
-    }
-    return action, written.location

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from pyroaring import BitMap64
 
+from dvtool.core import file_layout
+from dvtool.core.row_tracking import MaterializedColumns
 from dvtool.core.schema import StructType
 from dvtool.data_files import WrittenFile
 from dvtool.storage import Storage
 
 if TYPE_CHECKING:  # only scans need it; sqlglot and acero cost ~0.1 s at start-up
+    from dvtool.log.snapshot import Snapshot
     from dvtool.predicate import Predicate
 
 Progress = Callable[[int], None]
@@ -40,21 +43,49 @@ class ScanFile:
 
 @dataclass(frozen=True)
 class TableLayout:
-    """What an engine needs to know about the table to read its files."""
+    """What an engine needs to know about the table to read and write its files.
+
+    `materialize_partitions`: new files hold the partition columns too, after the data
+    columns (`materializePartitionColumns`, `delta.writePartitionColumnsToParquet`, Iceberg
+    compatibility). `row_tracking`: the hidden columns rewrites write to preserve stable row
+    IDs, when row tracking is enabled. `codec`: `delta.parquet.compression.codec` if set (else
+    a rewrite keeps its input's codec). `clustering_columns`: physical paths that must have
+    statistics. `variant_columns`: physical names of top-level variant columns.
+    """
 
     storage: Storage
     schema: StructType
     partition_columns: tuple[str, ...]
     column_mapping_mode: str
+    materialize_partitions: bool = False
+    row_tracking: MaterializedColumns | None = None
+    codec: str | None = None
+    clustering_columns: tuple[tuple[str, ...], ...] = ()
+    variant_columns: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, storage: Storage, snapshot: Snapshot) -> TableLayout:
+        """The layout of the table at `snapshot` (see `dvtool.core.file_layout`)."""
+        mode = snapshot.column_mapping_mode
+        options = file_layout.layout_options(
+            snapshot.protocol, snapshot.metadata, snapshot.schema, mode, snapshot.domains
+        )
+        return cls(storage, snapshot.schema, snapshot.metadata.partition_columns, mode, **options)
 
 
 @dataclass(frozen=True)
 class RewriteInput:
-    """One input file of a rewrite and the rows to leave out (its DV), if any."""
+    """One input file of a rewrite and the rows to leave out (its DV), if any.
+
+    `base_row_id`/`default_row_commit_version`: the file's row tracking fields, from which a
+    rewrite computes the stable row IDs and commit versions of rows without materialized ones.
+    """
 
     path: str
     location: str
     drop: BitMap64 | None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
 
 @dataclass(frozen=True)

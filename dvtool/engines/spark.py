@@ -103,6 +103,7 @@ up Spark's filter pushdown, so there the `inputFiles()` matching above is the gu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -124,8 +125,8 @@ from dvtool.core.partitions import delta_to_arrow_type, parse_partition_value
 from dvtool.core.schema import ArrayType, DataType, MapType, StructField, StructType
 from dvtool.data_files import WrittenFile
 from dvtool.engines import SparkSettings, require_spark_packages
-from dvtool.engines.arrow import write_bin
 from dvtool.engines.base import Progress, RewriteBin, RewriteInput, ScanFile, TableLayout
+from dvtool.engines.rewrite import write_bin
 from dvtool.errors import DvtoolError, UsageError
 from dvtool.storage import Storage
 
@@ -166,6 +167,8 @@ _BINS_SCHEMA = pa.schema(
         ("drop", pa.binary()),
         ("directory", pa.string()),
         ("partition_values", pa.string()),
+        ("base_row_id", pa.int64()),
+        ("default_row_commit_version", pa.int64()),
     ]
 )
 # One row per bin from the rewrite tasks: the file written (location null: no row remained)
@@ -343,6 +346,7 @@ class SparkEngine:
             partition_columns=tuple(table.partition_columns),
             column_mapping_mode=table.column_mapping_mode,
             configuration=dict(configuration),
+            layout_options=_layout_options(table),
         )
         tasks = min(len(bins), _MAX_WRITE_PARTITIONS)
         with _spark_errors("rewrite data files"):
@@ -793,6 +797,8 @@ def _bins_table(bins: Sequence[RewriteBin]) -> pa.Table:
             "drop": item.drop.serialize() if item.drop is not None and len(item.drop) else None,
             "directory": b.directory,
             "partition_values": json.dumps(dict(b.partition_values)),
+            "base_row_id": item.base_row_id,
+            "default_row_commit_version": item.default_row_commit_version,
         }
         for bin_id, b in enumerate(bins)
         for order, item in enumerate(b.inputs)
@@ -889,11 +895,24 @@ class _WriteJob:
     partition_columns: tuple[str, ...]
     column_mapping_mode: str
     configuration: Mapping[str, str]
+    layout_options: Mapping[str, Any]
 
     def layout(self) -> TableLayout:
         """The table layout again, on the executor: storage reopened with the same options."""
         storage = Storage.for_table(self.root, self.options)
-        return TableLayout(storage, self.schema, self.partition_columns, self.column_mapping_mode)
+        return TableLayout(
+            storage,
+            self.schema,
+            self.partition_columns,
+            self.column_mapping_mode,
+            **self.layout_options,
+        )
+
+
+def _layout_options(table: TableLayout) -> dict[str, Any]:
+    """The fields of `table` beyond storage, schema, partitioning and mapping mode."""
+    fields = dataclasses.fields(TableLayout)
+    return {f.name: getattr(table, f.name) for f in fields[4:]}
 
 
 def _task_bins(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, RewriteBin]]:
@@ -912,6 +931,8 @@ def _task_bins(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, RewriteBin]
                     r["path"],
                     r["location"],
                     None if r["drop"] is None else BitMap64.deserialize(r["drop"]),
+                    r["base_row_id"],
+                    r["default_row_commit_version"],
                 )
                 for r in inputs
             ),

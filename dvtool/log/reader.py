@@ -142,7 +142,7 @@ class DeltaLog:
                 for f, text in zip(segment.deltas, texts, strict=True)
             ]
             batches = [*reversed(delta_batches), *checkpoint_batches]
-            state = replay(batches, segment.version)
+            state = replay(batches, segment.version, self.storage.root)
         # The commit of the snapshot version itself: for a version that has a checkpoint, it is
         # not part of the segment, but its time and commitInfo are still the snapshot's.
         last_commit = next(

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dvtool.core import row_tracking
 from dvtool.core.actions import Metadata
 from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
 from dvtool.core.commit import (
@@ -420,6 +421,23 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def row_tracked(snapshot: Snapshot, actions: Actions) -> Actions | ActionsBuilder:
+    """`actions` as committed on a table with row tracking: a builder that gives the adds
+    lacking them fresh row IDs above the high-water mark (the snapshot's or a winner's,
+    whichever is higher) and the commit's version as `defaultRowCommitVersion`, recomputed
+    for every attempt; `actions` unchanged on other tables (PROTOCOL.md "Row Tracking")."""
+    configuration = snapshot.metadata.configuration
+    if not row_tracking.assigns_row_ids(snapshot.protocol, configuration):
+        return actions
+    base = row_tracking.high_water_mark(snapshot.domains)
+
+    def build(version: int, winners: Sequence[ActionBatch]) -> Actions:
+        mark = max(base, row_tracking.winners_high_water_mark(w.domains for w in winners))
+        return row_tracking.assign_fresh_row_ids(actions, version, mark)
+
+    return build
+
+
 def snapshot_commit_info(
     snapshot: Snapshot,
     operation: str,
@@ -429,12 +447,24 @@ def snapshot_commit_info(
     txn_id: str,
     now_ms: int,
     is_blind_append: bool = False,
+    copies_rows: bool = False,
 ) -> dict[str, Any]:
     """The commitInfo action of a commit planned on `snapshot`.
 
     Carries an in-commit timestamp (max(now, previous ICT + 1)) when the table enables them,
     so every writing command gets it right in one place; retries refresh it in try_commit.
+    On a table that assigns row IDs, the tag `delta.rowTracking.preserved` says whether the
+    stable row IDs and commit versions of the rows the commit copies (`copies_rows`: it
+    rewrites files) were preserved: true when it copies none, or row tracking is enabled
+    (rewrites then write the materialized columns).
     """
+    tags = None
+    configuration = snapshot.metadata.configuration
+    if row_tracking.assigns_row_ids(snapshot.protocol, configuration):
+        preserved = not copies_rows or (
+            row_tracking.materialized_columns(snapshot.protocol, configuration) is not None
+        )
+        tags = {row_tracking.PRESERVED_TAG: "true" if preserved else "false"}
     ict = None
     if in_commit_timestamps_enabled(snapshot.protocol, snapshot.metadata):
         previous = (snapshot.commit.commit_info or {}).get("inCommitTimestamp")
@@ -448,4 +478,5 @@ def snapshot_commit_info(
         timestamp_ms=now_ms,
         is_blind_append=is_blind_append,
         in_commit_timestamp=ict,
+        tags=tags,
     )

@@ -2,7 +2,11 @@
 
 `Predicate.parse(sql, schema, partition_columns, column_mapping_mode)` parses a Spark SQL
 boolean expression with sqlglot into dvtool's own typed tree (tree.py), bound to the table
-schema (parse.py). Three visitors consume the tree:
+schema (parse.py, resolve.py). The schema's field metadata decides what a predicate may do
+with a column: variant columns cannot be referenced, strings with a non-binary collation can
+only be tested with IS [NOT] NULL, and the min/max statistics of collated strings and of
+columns with type changes (`delta.typeChanges`) are never used for skipping (see resolve.py).
+Three visitors consume the tree:
 
 - skipping.py: `file_match` / `stats_match` say whether ALL, NONE or SOME of a file's (or
   parquet row group's) rows satisfy the predicate, soundly, from partition values and
@@ -28,7 +32,8 @@ import pyarrow.compute as pc
 
 from dvtool.core.schema import StructType
 from dvtool.predicate import arrow, parse, spark
-from dvtool.predicate.skipping import ColumnStats, Match, Skipper, stats_from_json
+from dvtool.predicate.skipping import Match, Skipper
+from dvtool.predicate.statistics import ColumnStats, stats_from_json
 from dvtool.predicate.tree import Expr, columns
 
 __all__ = ["Match", "Predicate"]
@@ -49,6 +54,11 @@ class Predicate:
             dict.fromkeys(c.physical[0] for c in refs if c.partition)
         )
         """Physical names of the partition columns it reads (`partitionValues` keys)."""
+        self.columns_without_min_max: tuple[str, ...] = tuple(
+            dict.fromkeys(c.physical[0] for c in refs if not c.partition and not c.min_max)
+        )
+        """Physical names of the top-level data columns whose min/max statistics skipping
+        ignores for some field it reads (a type change, a collated string): only nullCount."""
         self._skipper = Skipper(expr)
         self._arrow: pc.Expression | None = None
 
@@ -77,8 +87,9 @@ class Predicate:
         strings, None or "" for NULL); `stats` its parsed `stats` JSON or None. Decimal
         statistics parsed as floats are widened by one ulp, which is sound for any writer;
         parse with `json.loads(text, parse_float=Decimal)` only when the writer prints
-        decimals exactly (Delta Spark does; delta-rs writes rounded doubles). Raises LogError
-        for a partition value that is not valid for its column type.
+        decimals exactly (Delta Spark does; delta-rs writes rounded doubles). The min/max of
+        `columns_without_min_max` are never used. Raises LogError for a partition value that
+        is not valid for its column type.
         """
         num_records, column_stats = stats_from_json(stats, self._skipper.data_paths)
         if num_records == 0:

@@ -1,59 +1,59 @@
-"""Parsing `--where` text into the typed predicate tree.
+"""Binding `--where` text into the typed predicate tree.
 
-sqlglot (Spark dialect) parses the text once; the `Binder` then walks sqlglot's tree and
-builds dvtool's own nodes (tree.py): it resolves column names against the table schema (case
-insensitively, exact matches first, like Spark), checks types, inserts Spark's implicit casts
-(sqltypes.py) as explicit `Cast` nodes, desugars BETWEEN / NOT IN / IS NOT NULL, and folds
-every subtree without column references into a `Literal` (evaluated by the arrow code, so
-constants mean exactly what they mean row by row). Everything the binder does not know is a
+sqlglot (Spark dialect) parses the text once (syntax.py); the `Binder` then walks sqlglot's
+tree and builds dvtool's own nodes (tree.py): it resolves column names against the table
+schema (resolve.py: case insensitively, exact matches first, like Spark; refusing variant
+columns and collated strings), checks types, inserts Spark's implicit casts (sqltypes.py) as
+explicit `Cast` nodes, desugars BETWEEN / NOT IN / IS NOT NULL, and folds every subtree
+without column references into a `Literal` (evaluated by the arrow code, so constants mean
+exactly what they mean row by row). Everything the binder does not know is a
 `PredicateError` naming the construct, so nothing is silently misread.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 
-from dvtool.core.schema import StructField, StructType, type_string
+from dvtool.core.schema import StructType
 from dvtool.errors import PredicateError
 from dvtool.predicate import arrow
 from dvtool.predicate.casts import can_cast
+from dvtool.predicate.resolve import ColumnResolver
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
     BYTE,
     DATE,
-    DOUBLE,
-    FLOAT,
     INT,
     INTEGRAL_RANGE,
     LONG,
-    MAX_PRECISION,
     NULL,
     SHORT,
     STRING,
-    TIMESTAMP,
-    TIMESTAMP_NTZ,
     SqlType,
     arithmetic_type,
     common_type,
-    decimal,
     decimal_for_integral,
     decimal_for_literal,
-    from_delta,
     is_atomic,
     is_datetime,
     is_decimal,
     is_integral,
     is_numeric,
+)
+from dvtool.predicate.syntax import (
+    SUPPORTED,
+    cast_type,
+    describe,
+    name_parts,
+    node_sql,
+    number_literal,
+    parse_sql,
 )
 from dvtool.predicate.tree import (
     And,
@@ -74,33 +74,6 @@ from dvtool.predicate.tree import (
     columns,
 )
 
-SUPPORTED = (
-    "supported: comparisons (= != <> < <= > >= <=>), AND/OR/NOT, [NOT] IN, [NOT] BETWEEN, "
-    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE, + - * / %, [TRY_]CAST, and the functions "
-    "lower, upper, length, substring, trim, ltrim, rtrim, concat, coalesce, abs, year, month, "
-    "day, to_date, startswith, endswith, contains, isnull, isnotnull, try_divide, try_mod"
-)
-
-_T = exp.DataType.Type
-_CAST_TYPES: dict[Any, SqlType] = {
-    _T.TINYINT: BYTE,
-    _T.SMALLINT: SHORT,
-    _T.INT: INT,
-    _T.BIGINT: LONG,
-    _T.FLOAT: FLOAT,
-    _T.DOUBLE: DOUBLE,
-    _T.TEXT: STRING,
-    _T.VARCHAR: STRING,
-    _T.CHAR: STRING,
-    _T.BOOLEAN: BOOLEAN,
-    _T.DATE: DATE,
-    _T.TIMESTAMP: TIMESTAMP,
-    _T.TIMESTAMPTZ: TIMESTAMP,
-    _T.TIMESTAMPLTZ: TIMESTAMP,
-    _T.TIMESTAMPNTZ: TIMESTAMP_NTZ,
-    _T.BINARY: BINARY,
-    _T.VARBINARY: BINARY,
-}
 _COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
     exp.NEQ: "!=",
@@ -133,53 +106,13 @@ _STRING_TESTS: dict[type[exp.Expr], str] = {
 _TO_STRING_OK = (BYTE, SHORT, INT, LONG, BOOLEAN, DATE)
 
 
-def parse_sql(sql: str) -> exp.Expr:
-    """sqlglot's tree for one expression; PredicateError with a one-line reason otherwise."""
-    try:
-        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
-    except sqlglot.errors.ParseError as e:
-        raise PredicateError(f"cannot parse --where {sql!r}: {_parse_error(e)}") from None
-    except sqlglot.errors.SqlglotError as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise PredicateError(f"cannot parse --where {sql!r}: {reason}") from None
-    if len(statements) != 1:
-        raise PredicateError(
-            f"--where needs exactly one boolean expression, got {len(statements)}",
-            hint="e.g. --where \"country = 'NL' AND year(ts) = 2024\"",
-        )
-    return statements[0]
-
-
-def _parse_error(e: sqlglot.errors.ParseError) -> str:
-    if not e.errors:
-        return str(e).splitlines()[0]
-    first = e.errors[0]
-    description = str(first.get("description", "syntax error"))
-    if description.startswith("Required keyword"):
-        description = "incomplete expression"
-    near = first.get("highlight")
-    where = f" near {near!r}" if near else ""
-    return f"{description}{where} (line {first.get('line')}, column {first.get('col')})"
-
-
-def _sql(node: exp.Expr) -> str:
-    text = node.sql(dialect="spark")
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _quote(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name}`"
-
-
 class Binder:
     """Turns sqlglot's tree into a typed, schema-bound predicate tree."""
 
     def __init__(
         self, schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
     ) -> None:
-        self.schema = schema
-        self.partitions = {name.lower() for name in partition_columns}
-        self.mode = column_mapping_mode
+        self.resolver = ColumnResolver(schema, partition_columns, column_mapping_mode)
         self._handlers: dict[type[exp.Expr], Callable[[Any], Expr]] = {
             exp.Paren: lambda n: self.bind(n.this),
             exp.Column: self._column,
@@ -231,7 +164,7 @@ class Binder:
             return Literal(None, BOOLEAN)
         if expr.type != BOOLEAN:
             raise PredicateError(
-                f"the predicate must be boolean, but {_sql(node)} is {expr.type}",
+                f"the predicate must be boolean, but {node_sql(node)} is {expr.type}",
                 hint="compare it with something, e.g. --where 'x + 1 > 10'",
             )
         return expr
@@ -239,51 +172,28 @@ class Binder:
     def bind(self, node: exp.Expr) -> Expr:
         handler = self._handlers.get(type(node))
         if handler is None:
+            self.resolver.refuse_variants_in(node)
             raise PredicateError(
-                f"{_describe(node)} is not supported in --where: {_sql(node)}", hint=SUPPORTED
+                f"{describe(node)} is not supported in --where: {node_sql(node)}", hint=SUPPORTED
             )
         return handler(node)
 
     # --- columns and literals ---------------------------------------------------------------
 
-    def _column(self, node: exp.Expr) -> Column:
-        parts = _name_parts(node)
+    def _column(self, node: exp.Expr, *, null_test: bool = False) -> Column:
+        parts = name_parts(node)
         if parts is None:
-            raise PredicateError(f"unsupported column reference {_sql(node)}", hint=SUPPORTED)
-        top = self.schema.get(parts[0])
-        if top is None:
-            hint = self._available(parts[0])
-            raise PredicateError(f"unknown column {_quote(parts[0])}", hint=hint)
-        return self._field_path(top, parts[1:])
+            raise PredicateError(f"unsupported column reference {node_sql(node)}", hint=SUPPORTED)
+        return self.resolver.resolve(parts, null_test=null_test)
 
-    def _field_path(self, top: StructField, rest: list[str]) -> Column:
-        field, path, physical = top, [top.name], [top.physical_name(self.mode)]
-        for part in rest:
-            if not isinstance(field.type, StructType):
-                raise PredicateError(
-                    f"{'.'.join(map(_quote, path))} is {type_string(field.type)}, "
-                    f"it has no field {_quote(part)}"
-                )
-            child = field.type.get(part)
-            if child is None:
-                fields = ", ".join(_quote(f.name) for f in field.type)
-                raise PredicateError(
-                    f"struct column {'.'.join(map(_quote, path))} has no field {_quote(part)}",
-                    hint=f"its fields: {fields}",
-                )
-            field = child
-            path.append(child.name)
-            physical.append(child.physical_name(self.mode))
-        is_partition = len(path) == 1 and top.name.lower() in self.partitions
-        return Column(tuple(path), tuple(physical), from_delta(field.type), is_partition)
-
-    def _available(self, name: str) -> str:
-        names = [f.name for f in self.schema]
-        close = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1)
-        suggestion = next((n for n in names if close and n.lower() == close[0]), None)
-        listed = ", ".join(_quote(n) for n in names[:40]) + (", ..." if len(names) > 40 else "")
-        did_you_mean = f"did you mean {_quote(suggestion)}? " if suggestion else ""
-        return f"{did_you_mean}available columns: {listed}"
+    def _null_test_operand(self, node: exp.Expr) -> Expr:
+        """The operand of IS [NOT] NULL / isnull(): a bare column reference there may be a
+        collated string, which a NULL test reads without comparing."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, (exp.Column, exp.Dot)):
+            return self._column(node, null_test=True)
+        return self.bind(node)
 
     def _literal(self, node: exp.Literal) -> Literal:
         text = str(node.this)
@@ -334,14 +244,14 @@ class Binder:
     def _in(self, node: exp.In) -> Expr:
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
             raise PredicateError(
-                f"IN with a subquery is not supported: {_sql(node)}", hint="list the values"
+                f"IN with a subquery is not supported: {node_sql(node)}", hint="list the values"
             )
         if not node.expressions:
-            raise PredicateError(f"IN needs at least one value: {_sql(node)}")
+            raise PredicateError(f"IN needs at least one value: {node_sql(node)}")
         value = self.bind(node.this)
         options = [self.bind(o) for o in node.expressions]
         target = self._common_type(
-            [value, *options], f"cannot compare {value.type} with the IN list: {_sql(node)}"
+            [value, *options], f"cannot compare {value.type} with the IN list: {node_sql(node)}"
         )
         cast = tuple(self._cast(o, target) for o in options)
         return self._finish(In(self._cast(value, target), cast))
@@ -353,13 +263,13 @@ class Binder:
         return self._finish(And(low, high))
 
     def _is(self, node: exp.Is) -> Expr:
-        child = self.bind(node.this)
         target = node.expression
         if isinstance(target, exp.Null):
-            return self._finish(IsNull(child))
+            return self._finish(IsNull(self._null_test_operand(node.this)))
         if isinstance(target, exp.Boolean):
-            return self._finish(IsBool(self._boolean(child, "IS TRUE/FALSE"), bool(target.this)))
-        raise PredicateError(f"unsupported IS test: {_sql(node)}", hint=SUPPORTED)
+            child = self._boolean(self.bind(node.this), "IS TRUE/FALSE")
+            return self._finish(IsBool(child, bool(target.this)))
+        raise PredicateError(f"unsupported IS test: {node_sql(node)}", hint=SUPPORTED)
 
     def _like(self, node: exp.Expr) -> Expr:
         escape = "\\"
@@ -369,7 +279,7 @@ class Binder:
                 raise PredicateError(f"the LIKE escape must be one character, got {escape!r}")
             node = node.this
         if isinstance(node.expression, (exp.Any, exp.All)):
-            raise PredicateError(f"LIKE ANY/ALL is not supported: {_sql(node)}", hint=SUPPORTED)
+            raise PredicateError(f"LIKE ANY/ALL is not supported: {node_sql(node)}", hint=SUPPORTED)
         child = self._as_string(self.bind(node.this), "LIKE")
         pattern_expr = self.bind(node.expression)
         if pattern_expr.type == NULL or (
@@ -395,7 +305,7 @@ class Binder:
         if child.type == NULL:
             return child
         if not is_numeric(child.type):
-            raise PredicateError(f"unary minus needs a number, got {child.type}: {_sql(node)}")
+            raise PredicateError(f"unary minus needs a number, got {child.type}: {node_sql(node)}")
         return self._finish(Neg(child))
 
     def _arith(self, op: str, node: exp.Expr) -> Expr:
@@ -422,10 +332,10 @@ class Binder:
     # --- casts ------------------------------------------------------------------------------
 
     def _cast_node(self, node: exp.Cast) -> Expr:
-        target = _cast_type(node.args["to"])
+        target = cast_type(node.args["to"])
         child = self.bind(node.this)
         if child.type != NULL and not can_cast(child.type, target):
-            raise PredicateError(f"cannot CAST {child.type} to {target}: {_sql(node)}")
+            raise PredicateError(f"cannot CAST {child.type} to {target}: {node_sql(node)}")
         return self._cast(child, target, strict=not node.args.get("safe"))
 
     def _cast(self, expr: Expr, target: SqlType, *, strict: bool = True) -> Expr:
@@ -507,7 +417,8 @@ class Binder:
 
     def _coalesce(self, node: exp.Coalesce) -> Expr:
         bound = [self.bind(n) for n in [node.this, *node.expressions]]
-        target = self._common_type(bound, f"coalesce() arguments have no common type: {_sql(node)}")
+        message = f"coalesce() arguments have no common type: {node_sql(node)}"
+        target = self._common_type(bound, message)
         if all(e.type == NULL for e in bound):
             return Literal(None, NULL)
         return self._finish(Func("coalesce", tuple(self._cast(e, target) for e in bound), target))
@@ -532,7 +443,7 @@ class Binder:
 
     def _to_date(self, node: exp.TsOrDsToDate) -> Expr:
         if node.args.get("format") is not None:
-            raise PredicateError(f"to_date() with a format is not supported: {_sql(node)}")
+            raise PredicateError(f"to_date() with a format is not supported: {node_sql(node)}")
         return self._as_date(self.bind(node.this), "to_date()")
 
     def _string_test(self, name: str, node: exp.Expr) -> Expr:
@@ -550,8 +461,9 @@ class Binder:
                 "%", exp.Mod(this=node.expressions[0], expression=node.expressions[1])
             )
         if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
-            test = IsNull(self.bind(node.expressions[0]))
+            test = IsNull(self._null_test_operand(node.expressions[0]))
             return self._finish(test if name == "isnull" else Not(test))
+        self.resolver.refuse_variants_in(node)
         raise PredicateError(f"function {name}() is not supported in --where", hint=SUPPORTED)
 
     # --- folding ----------------------------------------------------------------------------
@@ -570,29 +482,6 @@ class Binder:
             raise PredicateError(f"cannot evaluate a constant in --where: {reason}") from None
 
 
-def number_literal(text: str) -> Literal:
-    """A numeric literal typed as Spark types it: INT, BIGINT, else DECIMAL for integers;
-    DECIMAL for `1.5`; DOUBLE with an exponent (`1e3`)."""
-    if re.fullmatch(r"-?\d+", text):
-        value = int(text)
-        for t in (INT, LONG):
-            if INTEGRAL_RANGE[t][0] <= value <= INTEGRAL_RANGE[t][1]:
-                return Literal(value, t)
-        digits = len(str(abs(value)))
-        if digits > MAX_PRECISION:
-            raise PredicateError(f"number {text} has more than {MAX_PRECISION} digits")
-        return Literal(Decimal(value), decimal(digits, 0))
-    if "e" in text.lower():
-        return Literal(float(text), DOUBLE)
-    value_d = Decimal(text)
-    parts = value_d.as_tuple()
-    scale = max(-int(parts.exponent), 0)
-    precision = max(len(parts.digits), scale, 1)
-    if precision > MAX_PRECISION:
-        raise PredicateError(f"number {text} has more than {MAX_PRECISION} digits")
-    return Literal(value_d, decimal(precision, scale))
-
-
 def _literal_decimal_type(expr: Expr, *, for_column: bool = False) -> SqlType:
     """The decimal type an integral operand meeting a decimal is read as (its own type for
     other operands): the literal's digits for constants, Spark's DecimalType.forType else."""
@@ -608,48 +497,14 @@ def _literal_decimal_type(expr: Expr, *, for_column: bool = False) -> SqlType:
 def _arith_error(op: str, a: SqlType, b: SqlType, node: exp.Expr) -> str:
     if op == "/" and (is_decimal(a) or is_decimal(b)):
         return (
-            f"decimal division is not supported: {_sql(node)}; CAST the operands to DOUBLE "
+            f"decimal division is not supported: {node_sql(node)}; CAST the operands to DOUBLE "
             "(or write the literal as 1.5D)"
         )
     if op == "%" and is_numeric(a) and is_numeric(b):
-        return f"% is supported on integers only: {_sql(node)}"
+        return f"% is supported on integers only: {node_sql(node)}"
     if is_numeric(a) and is_numeric(b):
-        return f"decimal arithmetic beyond 76 digits is not supported: {_sql(node)}"
-    return f"cannot apply {op} to {a} and {b}: {_sql(node)}"
-
-
-def _cast_type(dt: exp.DataType) -> SqlType:
-    kind = dt.this
-    if kind == _T.DECIMAL:
-        params = [int(str(p.this.this)) for p in dt.expressions]
-        precision, scale = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
-        if not (1 <= precision <= MAX_PRECISION and 0 <= scale <= precision):
-            raise PredicateError(f"invalid decimal type DECIMAL({precision},{scale})")
-        return decimal(precision, scale)
-    if kind in _CAST_TYPES:
-        return _CAST_TYPES[kind]
-    raise PredicateError(
-        f"CAST to {dt.sql(dialect='spark')} is not supported",
-        hint="types: INT, BIGINT, SMALLINT, TINYINT, DOUBLE, FLOAT, STRING, DATE, TIMESTAMP, "
-        "TIMESTAMP_NTZ, DECIMAL(p,s), BOOLEAN, BINARY",
-    )
-
-
-def _name_parts(node: exp.Expr) -> list[str] | None:
-    if isinstance(node, exp.Column):
-        return [part.name for part in node.parts]
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
-        left = _name_parts(node.this)
-        return None if left is None else [*left, node.expression.name]
-    return None
-
-
-def _describe(node: exp.Expr) -> str:
-    if isinstance(node, exp.Func):
-        name = node.sql_name()
-        called = node.sql(dialect="spark").upper().startswith(name + "(")
-        return f"function {name.lower()}()" if called else name
-    return re.sub(r"(?<!^)(?=[A-Z])", " ", type(node).__name__).upper()
+        return f"decimal arithmetic beyond 76 digits is not supported: {node_sql(node)}"
+    return f"cannot apply {op} to {a} and {b}: {node_sql(node)}"
 
 
 def bind(

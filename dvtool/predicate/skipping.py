@@ -11,19 +11,11 @@ function the visitor cannot bound) widens to "any value, maybe NULL". Subtrees t
 only partition columns are evaluated exactly with the arrow code (once per distinct partition
 tuple), so partition-only predicates always give ALL or NONE.
 
-Statistics caveats handled here:
-- `nullCount` says something only when it is 0 (no NULLs) or equals `numRecords` (all NULL),
-  which also holds for wide bounds (`tightBounds: false`) and with deletion vectors; min/max
-  are valid bounds of the remaining rows either way.
-- Delta truncates string statistics to a prefix (32 characters): the min stays a lower bound,
-  a max that may have been cut (32 or more UTF-16 units, or ending in the U+FFFF tie-breaker
-  some writers append) is ignored. Timestamp statistics are truncated to milliseconds, so the
-  max becomes an exclusive bound max + 1 ms (and pre-1970 mins are lowered by 1 ms).
-- Float and double maxima are ignored: parquet writers leave NaN out of statistics, and Spark
-  orders NaN above every number.
-- Decimal statistics given as JSON floats are widened by one unit in the last place; Decimal
-  values (`json.loads(text, parse_float=Decimal)`) are taken as exact, which holds only for
-  writers that print decimals exactly (Delta Spark; not delta-rs, which rounds to doubles).
+Column statistics become sound bounds in statistics.py (truncated strings and timestamps,
+NaN, decimals as JSON floats); `nullCount` says something only when it is 0 (no NULLs) or
+equals `numRecords` (all NULL), which also holds for wide bounds (`tightBounds: false`) and
+with deletion vectors. Columns whose min/max do not bound their values (`Column.min_max`
+False: a type change since older files were written, a collated string) use only nullCount.
 """
 
 from __future__ import annotations
@@ -31,11 +23,9 @@ from __future__ import annotations
 import bisect
 import enum
 import math
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -43,20 +33,8 @@ import pyarrow.compute as pc
 
 from dvtool.errors import LogError
 from dvtool.predicate import arrow, casts
-from dvtool.predicate.sqltypes import (
-    BINARY,
-    BOOLEAN,
-    DATE,
-    FLOAT,
-    STRING,
-    TIMESTAMP,
-    TIMESTAMP_NTZ,
-    SqlType,
-    is_decimal,
-    is_floating,
-    is_integral,
-    to_arrow,
-)
+from dvtool.predicate.sqltypes import STRING, SqlType, is_floating, is_integral, to_arrow
+from dvtool.predicate.statistics import ColumnStats
 from dvtool.predicate.tree import (
     And,
     Arith,
@@ -77,9 +55,6 @@ from dvtool.predicate.tree import (
     columns,
 )
 
-DELTA_STRING_PREFIX = 32
-_MILLISECOND = timedelta(milliseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MISSING = object()
 
 
@@ -209,102 +184,23 @@ def kleene_not(a: Range) -> Range:
     return Range.truth(a.may_false, a.may_true, a.nulls)
 
 
-# --- statistics values --------------------------------------------------------------------
+# --- column statistics ------------------------------------------------------------------
 
 
-def _to_float32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
-def _stat_datetime(raw: Any, t: SqlType) -> datetime | None:
-    if isinstance(raw, str):
-        text = raw.strip().replace(" ", "T", 1)
-        value = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    elif isinstance(raw, datetime):
-        value = raw
-    else:
-        return None
-    if t == TIMESTAMP:
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-    return value if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None)
-
-
-def _stat_value(raw: Any, t: SqlType) -> Any:
-    """A statistics value (from JSON or pyarrow) as a value comparable with literals of type
-    `t`, or None when it is not usable."""
-    if raw is None or isinstance(raw, (dict, list)):
-        return None
-    if t in (TIMESTAMP, TIMESTAMP_NTZ):
-        return _stat_datetime(raw, t)
-    if t == DATE:
-        if isinstance(raw, datetime):
-            return raw.date()
-        return raw if isinstance(raw, date) else date.fromisoformat(str(raw))
-    if t == BOOLEAN:
-        return raw if isinstance(raw, bool) else None
-    if isinstance(raw, bool):
-        return None
-    if is_integral(t):
-        return int(raw) if float(raw).is_integer() else None
-    if is_floating(t):
-        value = float(raw)
-        return None if math.isnan(value) else (_to_float32(value) if t == FLOAT else value)
-    if is_decimal(t):
-        return Decimal(raw) if not isinstance(raw, float) else raw
-    if t == STRING:
-        return raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
-    if t == BINARY:
-        return bytes(raw) if isinstance(raw, (bytes, bytearray)) else None
-    return None
-
-
-def _maybe_truncated(value: str) -> bool:
-    units = len(value.encode("utf-16-le", "surrogatepass")) // 2
-    return units >= DELTA_STRING_PREFIX or value.endswith("\uffff")
-
-
-@dataclass(frozen=True)
-class ColumnStats:
-    """Statistics of one column of one file or row group, as given (JSON or pyarrow values)."""
-
-    num_rows: int | None
-    min_value: Any
-    max_value: Any
-    null_count: int | None
-    truncated: bool  # Delta JSON: string prefixes, timestamps truncated to milliseconds
-
-
-def column_range(stats: ColumnStats, t: SqlType) -> Range:
-    """The range of a data column from its statistics."""
+def column_range(stats: ColumnStats, t: SqlType, *, min_max: bool = True) -> Range:
+    """The range of a data column from its statistics; only nullCount when not `min_max`
+    (the column's min/max do not bound its values: see `Column.min_max`)."""
     n, nulls = stats.num_rows, stats.null_count
     if nulls is not None and n is not None and nulls >= n:
         return Range(True, False)
     may_null = nulls != 0
+    if not min_max:
+        return Range(may_null, True)
     try:
-        lo, hi = _stat_value(stats.min_value, t), _stat_value(stats.max_value, t)
+        lo, hi, hi_open = stats.bounds(t)
     except (ValueError, TypeError, ArithmeticError, InvalidOperation):
         return Range(may_null, True)
-    lo, hi, hi_open = _adjust_bounds(lo, hi, t, stats.truncated)
     return Range(may_null, True, lo, hi, hi_open)
-
-
-def _adjust_bounds(lo: Any, hi: Any, t: SqlType, truncated: bool) -> tuple[Any, Any, bool]:
-    """Make statistics sound bounds: see the module docstring."""
-    hi_open = False
-    if is_floating(t):
-        hi = None
-    elif is_decimal(t):  # decimal statistics parsed as JSON floats are near, not exact
-        lo = Decimal(lo) - Decimal(math.ulp(lo)) if isinstance(lo, float) else lo
-        hi = Decimal(hi) + Decimal(math.ulp(hi)) if isinstance(hi, float) else hi
-    elif truncated and t == STRING and isinstance(hi, str) and _maybe_truncated(hi):
-        hi = None
-    elif truncated and t in (TIMESTAMP, TIMESTAMP_NTZ):
-        epoch = _EPOCH if t == TIMESTAMP else _EPOCH.replace(tzinfo=None)
-        if lo is not None and lo < epoch:
-            lo -= _MILLISECOND
-        if hi is not None:
-            hi, hi_open = hi + _MILLISECOND, True
-    return lo, hi, hi_open
 
 
 # --- the visitor --------------------------------------------------------------------------
@@ -382,7 +278,7 @@ class RangeVisitor(Visitor[Range]):
 
     def visit_column(self, node: Column) -> Range:
         stats = self.stats.get(node.physical)
-        return UNKNOWN if stats is None else column_range(stats, node.type)
+        return UNKNOWN if stats is None else column_range(stats, node.type, min_max=node.min_max)
 
     def visit_literal(self, node: Literal) -> Range:
         return Range.exact(node.value)
@@ -580,30 +476,3 @@ def parse_partition_values(
             )
         out[name] = value
     return out
-
-
-def stats_from_json(
-    stats: Mapping[str, Any] | None, paths: Sequence[tuple[str, ...]]
-) -> tuple[int | None, dict[tuple[str, ...], ColumnStats]]:
-    """`numRecords` and the statistics of the given physical column paths from an add
-    action's parsed `stats` (nested by physical names)."""
-    if not stats:
-        return None, {}
-    num_records = stats.get("numRecords")
-    n = int(num_records) if num_records is not None else None
-    sections = [stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount")]
-    out = {}
-    for path in paths:
-        lo, hi, nulls = (_dig(section, path) for section in sections)
-        counted = isinstance(nulls, (int, float)) and not isinstance(nulls, bool)
-        null_count = int(nulls) if counted else None
-        out[path] = ColumnStats(n, lo, hi, null_count, truncated=True)
-    return n, out
-
-
-def _dig(section: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        if not isinstance(section, Mapping):
-            return None
-        section = section.get(part)
-    return section

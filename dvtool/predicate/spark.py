@@ -19,7 +19,6 @@ from decimal import Decimal
 from typing import Any
 
 from dvtool.predicate.casts import may_fail
-from dvtool.predicate.parse import number_literal
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
@@ -34,6 +33,7 @@ from dvtool.predicate.sqltypes import (
     is_floating,
     is_integral,
 )
+from dvtool.predicate.syntax import number_literal
 from dvtool.predicate.tree import (
     And,
     Arith,

@@ -23,7 +23,8 @@ MAX_PRECISION = 38
 class SqlType:
     """A Spark SQL type: `name` as Spark prints it, with precision and scale for decimals.
 
-    Struct, array, map and unknown Delta types are opaque: they can only be tested for NULL.
+    Struct, array, map, variant and unknown Delta types are opaque: they can only be tested
+    for NULL (and resolve.py refuses variant references outright).
     """
 
     name: str
@@ -49,6 +50,7 @@ DATE = SqlType("date")
 TIMESTAMP = SqlType("timestamp")
 TIMESTAMP_NTZ = SqlType("timestamp_ntz")
 NULL = SqlType("void")
+VARIANT = SqlType("variant")
 
 INTEGRAL = (BYTE, SHORT, INT, LONG)
 FLOATING = (FLOAT, DOUBLE)
@@ -76,6 +78,7 @@ _DELTA_PRIMITIVES = {
     "timestamp": TIMESTAMP,
     "timestamp_ntz": TIMESTAMP_NTZ,
     "void": NULL,
+    "variant": VARIANT,
 }
 _DECIMAL_RE = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 

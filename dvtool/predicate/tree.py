@@ -39,12 +39,18 @@ class Expr:
 @dataclass(frozen=True)
 class Column(Expr):
     """A column or nested struct field: logical `path` as in the schema, `physical` path as in
-    parquet files and statistics, and whether it is a (top-level) partition column."""
+    parquet files and statistics, and whether it is a (top-level) partition column.
+
+    `min_max` is False when the column's min/max statistics must not bound its values (a type
+    change since older files were written, or a collated string): skipping then reads only
+    its nullCount.
+    """
 
     path: tuple[str, ...]
     physical: tuple[str, ...]
     sql_type: SqlType
     partition: bool = False
+    min_max: bool = True
 
     @property
     def type(self) -> SqlType:

@@ -33,7 +33,7 @@ from dvtool.commands.downgrade import (
     run_downgrade,
 )
 from dvtool.commands.enable import run_enable
-from dvtool.core import features as features_module
+from dvtool.core import protocol_upgrade as features_module
 from dvtool.errors import CommitConflictError, UsageError, WriteRefusedError
 from dvtool.log.reader import open_log
 from dvtool.log.writer import LogWriter

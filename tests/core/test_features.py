@@ -1,4 +1,9 @@
-"""Reader/writer features and the writer gate (`require_writable`)."""
+"""Reader/writer features and the gate (`require_readable`, `require_writable`).
+
+The feature x command table of README.md is checked against the gate in
+tests/test_feature_matrix.py; here the gate's mechanics: naming, legacy protocols, the
+property-driven rules and the golden tables' protocols.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +13,27 @@ import pytest
 
 from dvtool.core.actions import Metadata, Protocol
 from dvtool.core.features import (
+    COMMANDS,
     READ_SUPPORTED,
-    WRITE_OPERATIONS,
-    WRITE_SUPPORTED,
-    WriteOperation,
+    SUPPORTED,
+    command,
+    reader_features,
+    require_readable,
+    require_writable,
+    writer_features,
+)
+from dvtool.core.protocol_upgrade import (
     dependent_features,
     normalized_protocol,
     protocol_features,
-    reader_features,
-    require_writable,
     without_features,
-    writer_features,
 )
+from dvtool.core.schema import parse_schema
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 from tests.conftest import GOLDEN
 
 META = Metadata("id", '{"type":"struct","fields":[]}', (), {})
-OPERATIONS = sorted(WRITE_OPERATIONS)
+WRITING = sorted(name for name, c in COMMANDS.items() if c.writes)
 
 
 def protocol(*writer: str, reader: tuple[str, ...] = ("deletionVectors",)) -> Protocol:
@@ -35,59 +44,35 @@ def meta(**configuration: str) -> Metadata:
     return Metadata("id", "{}", (), {k.replace("_", "."): v for k, v in configuration.items()})
 
 
-ALLOWED = [
-    "appendOnly",
-    "invariants",
-    "checkConstraints",
-    "generatedColumns",
-    "allowColumnDefaults",
-    "identityColumns",
-    "changeDataFeed",
-    "columnMapping",
-    "deletionVectors",
-    "timestampNtz",
-    "domainMetadata",
-    "v2Checkpoint",
-    "vacuumProtocolCheck",
-    "checkpointProtection",
-    "inCommitTimestamp",
-]
-
-
-@pytest.mark.parametrize("operation", OPERATIONS)
-@pytest.mark.parametrize("feature", ALLOWED)
-def test_allowed_writer_features(feature: str, operation: str) -> None:
+@pytest.mark.parametrize("operation", WRITING)
+@pytest.mark.parametrize("feature", sorted(SUPPORTED))
+def test_supported_features_need_only_their_properties(feature: str, operation: str) -> None:
+    """With no table property set, no supported feature blocks any command."""
     reader = ("deletionVectors", feature) if feature in READ_SUPPORTED else ("deletionVectors",)
     require_writable(protocol(feature, reader=reader), META, operation)
 
 
-REFUSED = [
-    "rowTracking",
-    "icebergCompatV1",
-    "icebergCompatV2",
-    "icebergCompatV3",
-    "catalogManaged",
-    "catalogOwned-preview",
-    "typeWidening",
-    "typeWidening-preview",
-    "variantType",
-    "variantType-preview",
-    "someFutureFeature",
-]
-
-
-@pytest.mark.parametrize("operation", OPERATIONS)
-@pytest.mark.parametrize("feature", REFUSED)
-def test_refused_writer_features_are_named(feature: str, operation: str) -> None:
+@pytest.mark.parametrize("operation", WRITING)
+@pytest.mark.parametrize("feature", ["catalogManaged", "catalogOwned-preview", "geospatial"])
+def test_refused_features_block_every_command_and_say_why(feature: str, operation: str) -> None:
     with pytest.raises(UnsupportedFeatureError, match=feature) as info:
         require_writable(protocol(feature), META, operation)
-    assert "writer feature" in str(info.value)
-    assert operation in str(info.value)
+    message = str(info.value)
+    assert command(operation).name in message
+    assert ("catalog" in message) or ("geometry" in message)
 
 
-def test_unknown_feature_says_unknown() -> None:
+@pytest.mark.parametrize("feature", ["catalogManaged", "geospatial", "readerX"])
+def test_refused_reader_features_block_reading(feature: str) -> None:
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        require_readable(Protocol(3, 7, (feature,), (feature,)))
+
+
+def test_unknown_writer_feature_blocks_writes_only() -> None:
+    proto = protocol("someFutureFeature")
+    require_readable(proto)
     with pytest.raises(UnsupportedFeatureError, match=r"someFutureFeature \(unknown to dvtool\)"):
-        require_writable(protocol("someFutureFeature"), META, "DELETE")
+        require_writable(proto, META, "DELETE")
 
 
 def test_reader_and_writer_side_both_named() -> None:
@@ -101,24 +86,11 @@ def test_reader_and_writer_side_both_named() -> None:
     assert "writer feature(s) catalogManaged" in message
 
 
-def test_every_unsupported_feature_is_named() -> None:
+def test_every_blocking_feature_is_named() -> None:
     with pytest.raises(UnsupportedFeatureError) as info:
-        require_writable(protocol("rowTracking", "variantType", "typeWidening"), META, "REORG")
-    for name in ("rowTracking", "variantType", "typeWidening"):
+        require_writable(protocol("featureA", "featureB"), META, "REORG")
+    for name in ("featureA", "featureB"):
         assert name in str(info.value)
-
-
-def test_unknown_reader_feature_refused() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="readerX"):
-        require_writable(Protocol(3, 7, ("readerX",), ("readerX",)), META, "VACUUM")
-
-
-def test_clustering_allowed_for_delete_only() -> None:
-    proto = protocol("clustering", "domainMetadata")
-    require_writable(proto, META, "DELETE")
-    for operation in ("OPTIMIZE", "REORG", "DOWNGRADE", "ENABLE"):
-        with pytest.raises(UnsupportedFeatureError, match="clustering"):
-            require_writable(proto, META, operation)
 
 
 def test_too_new_protocol_versions() -> None:
@@ -132,16 +104,19 @@ def test_too_new_protocol_versions() -> None:
 def test_legacy_protocols_are_writable(writer_version: int) -> None:
     reader = 2 if writer_version >= 5 else 1
     require_writable(Protocol(reader, writer_version), META, "DELETE")
-    assert writer_features(Protocol(1, writer_version)) <= WRITE_SUPPORTED
+    assert writer_features(Protocol(1, writer_version)) <= SUPPORTED
+    assert reader_features(Protocol(reader, writer_version)) <= READ_SUPPORTED
 
 
-def test_append_only_refuses_delete_only() -> None:
+def test_append_only_refuses_deletes_only() -> None:
     proto = protocol("appendOnly")
     append_only = meta(delta_appendOnly="true")
-    with pytest.raises(WriteRefusedError, match=r"append-only.*DELETE"):
-        require_writable(proto, append_only, "DELETE")
-    for operation in ("OPTIMIZE", "REORG", "VACUUM", "ENABLE", "DOWNGRADE", "MANIFEST"):
-        require_writable(proto, append_only, operation)  # rearranging data is allowed
+    for operation in ("delete dv", "delete cow"):
+        with pytest.raises(WriteRefusedError, match=r"delete .* refused: the table is append-only"):
+            require_writable(proto, append_only, operation)
+    for operation in WRITING:
+        if not COMMANDS[operation].changes_data:
+            require_writable(proto, append_only, operation)  # rearranging data is allowed
 
 
 def test_append_only_feature_with_property_false_is_fine() -> None:
@@ -154,21 +129,35 @@ def test_append_only_legacy_protocol() -> None:
         require_writable(Protocol(1, 2), meta(delta_appendOnly="TRUE"), "DELETE")
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "delta.enableIcebergCompatV1",
+        "delta.enableIcebergCompatV2",
+        "delta.compatibility.symlinkFormatManifest.enabled",
+    ],
+)
+def test_properties_that_forbid_dvs_block_enable_and_dv_deletes(key: str) -> None:
+    metadata = Metadata("id", "{}", (), {key: "true"})
+    for operation in ("enable", "delete dv"):
+        with pytest.raises(WriteRefusedError, match=key):
+            require_writable(protocol(), metadata, operation)
+    for operation in ("delete cow", "purge", "compaction", "vacuum", "downgrade"):
+        require_writable(protocol(), metadata, operation)
+
+
+def test_hudi_uniform_blocks_enable_and_dv_deletes() -> None:
+    metadata = meta(delta_universalFormat_enabledFormats="iceberg, hudi")
+    with pytest.raises(WriteRefusedError, match="hudi"):
+        require_writable(protocol(), metadata, "enable")
+    require_writable(protocol(), meta(delta_universalFormat_enabledFormats="iceberg"), "enable")
+
+
 def test_operation_names_case_insensitive_and_unknown() -> None:
     require_writable(protocol(), META, "delete")
-    with pytest.raises(ValueError, match="unknown write operation"):
+    require_writable(protocol(), META, "Delete COW")
+    with pytest.raises(ValueError, match="unknown command"):
         require_writable(protocol(), META, "MERGE")
-
-
-def test_operations_table_is_extendable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(
-        WRITE_OPERATIONS,
-        "RESTORE",
-        WriteOperation("RESTORE", changes_data=True, extra_features=frozenset({"rowTracking"})),
-    )
-    require_writable(protocol("rowTracking"), META, "RESTORE")
-    with pytest.raises(WriteRefusedError):
-        require_writable(protocol(), meta(delta_appendOnly="true"), "RESTORE")
 
 
 def _golden_protocol_and_metadata(name: str) -> tuple[Protocol, Metadata]:
@@ -201,11 +190,42 @@ def test_golden_table_with_append_only_feature_but_no_property() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["basic-dv-no-checkpoint", "v2-classic-checkpoint-parquet", "cdf-column-mapping-name-mode"],
+    [
+        "basic-dv-no-checkpoint",
+        "v2-classic-checkpoint-parquet",
+        "cdf-column-mapping-name-mode",
+        "type-widening",
+        "partitioned-with-materialize-feature",
+    ],
 )
 def test_golden_tables_are_writable(name: str) -> None:
     proto, metadata = _golden_protocol_and_metadata(name)
-    require_writable(proto, metadata, "OPTIMIZE")
+    schema = parse_schema(metadata.schema_string)
+    require_readable(proto, schema=schema)
+    require_writable(proto, metadata, "OPTIMIZE", schema)
+
+
+def test_unsupported_type_change_is_refused_naming_it() -> None:
+    schema = parse_schema(
+        json.dumps(
+            {
+                "type": "struct",
+                "fields": [
+                    {
+                        "name": "n",
+                        "type": "integer",
+                        "nullable": True,
+                        "metadata": {
+                            "delta.typeChanges": [{"fromType": "long", "toType": "integer"}]
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    proto = Protocol(3, 7, ("typeWidening",), ("typeWidening",))
+    with pytest.raises(UnsupportedFeatureError, match=r"n \(long -> integer\)"):
+        require_readable(proto, schema=schema)
 
 
 # -- protocol normalisation ------------------------------------------------------------------

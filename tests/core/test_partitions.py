@@ -489,8 +489,12 @@ def test_delta_to_arrow_primitives() -> None:
     }
     for delta_type, arrow_type in expected.items():
         assert delta_to_arrow_type(delta_type) == arrow_type
+    # PROTOCOL.md "Variant data in Parquet": the unshredded struct of two binaries.
+    variant = delta_to_arrow_type("variant")
+    fields = [(f.name, f.type) for f in variant]
+    assert fields == [("value", pa.binary()), ("metadata", pa.binary())]
     with pytest.raises(ValueError):
-        delta_to_arrow_type("variant")
+        delta_to_arrow_type("geometry")
 
 
 def test_delta_to_arrow_nested() -> None:

@@ -19,8 +19,8 @@ import pytest
 from pyroaring import BitMap64
 
 from dvtool.core.schema import parse_schema
-from dvtool.engines.arrow import write_bin, write_change_data
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
+from dvtool.engines.rewrite import write_bin, write_change_data
 from dvtool.storage import Storage
 
 ROWS = 150_000
