@@ -51,7 +51,7 @@ CELLS = [
 
 
 def test_the_table_has_every_command_as_a_column() -> None:
-    assert COLUMNS == list(COMMANDS)
+    assert list(COMMANDS) == COLUMNS
 
 
 def test_the_table_covers_the_features_the_issue_names() -> None:
