@@ -178,13 +178,17 @@ SUPPORTED = frozenset(
         "icebergWriterCompatV3",
     }
 )
-# Reader features among them: dvtool reads the log, DVs and data files of such tables exactly.
-READ_SUPPORTED = SUPPORTED & frozenset(
+# Reader-writer features (PROTOCOL.md, "Valid Feature Names in Table Features" and the
+# features' own sections); any other feature is writer-only unless a protocol lists it among
+# its reader features.
+READER_WRITER_FEATURES = frozenset(
     {
         "columnMapping",
         "deletionVectors",
         "timestampNtz",
         "v2Checkpoint",
+        "catalogManaged",
+        "catalogOwned-preview",
         "vacuumProtocolCheck",
         "typeWidening",
         "typeWidening-preview",
@@ -194,9 +198,11 @@ READ_SUPPORTED = SUPPORTED & frozenset(
         "variantShredding-preview",
         "collations",
         "collations-preview",
+        "geospatial",
     }
 )
-WRITE_SUPPORTED = SUPPORTED
+# Reader features dvtool reads exactly: the log, DVs and data files of such tables.
+READ_SUPPORTED = SUPPORTED & READER_WRITER_FEATURES
 
 _CATALOG = (
     "its commits must go through the table's catalog (PROTOCOL.md 'Catalog-managed tables'), "

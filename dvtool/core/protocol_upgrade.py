@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dvtool.core.actions import Protocol
-from dvtool.core.features import reader_features, writer_features
+from dvtool.core.features import READER_WRITER_FEATURES, reader_features, writer_features
 
 
 def with_feature(protocol: Protocol, feature: str, *, reader: bool) -> Protocol:
@@ -48,27 +48,6 @@ LEGACY_FEATURE_VERSIONS: dict[str, tuple[int, int]] = {
     "columnMapping": (2, 5),
     "identityColumns": (1, 6),
 }
-
-# Reader-writer features (PROTOCOL.md, "Valid Feature Names in Table Features" and the
-# features' own sections); any other feature is writer-only unless a protocol lists it among
-# its reader features.
-READER_WRITER_FEATURES = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "catalogManaged",
-        "catalogOwned-preview",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-    }
-)
 
 # Features that need other features supported (PROTOCOL.md): a feature cannot be dropped while
 # a feature that requires it is still supported.
