@@ -376,6 +376,7 @@ def _commit(
             commit_actions,
             read_keys=[_key(plan.rows[t.index]) for t in touched],
             might_match=lambda add: _might_match(plan.predicate, add),
+            root=snapshot.root,
         )
         result = LogWriter(log).try_commit(
             snapshot.version,

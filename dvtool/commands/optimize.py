@@ -394,7 +394,9 @@ def _commit_batch(
     )
     commit_actions = [info, *actions]
     keys = [file_action_key(c.row["path"], c.row["deletionVector"]) for c in members]
-    read_set = ReadSet.for_actions(snapshot.version, commit_actions, read_keys=keys)
+    read_set = ReadSet.for_actions(
+        snapshot.version, commit_actions, read_keys=keys, root=snapshot.root
+    )
     try:
         result = LogWriter(log).try_commit(
             snapshot.version,

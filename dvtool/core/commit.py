@@ -27,6 +27,7 @@ from dvtool.core.actions import (
     file_action_key,
 )
 from dvtool.core.features import writer_features
+from dvtool.core.paths import CanonicalRoot
 
 JSON = dict[str, Any]
 
@@ -148,7 +149,7 @@ def commit_info_of(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | 
 # -- encoding -------------------------------------------------------------------------------
 
 
-def encode_commit(actions: Iterable[Mapping[str, Any]]) -> bytes:
+def encode_commit(actions: Iterable[Mapping[str, Any]], *, root: str | None = None) -> bytes:
     """The bytes of a commit file: one compact JSON object per line, each `\\n`-terminated.
 
     Checks the rules of a valid commit first (ValueError: a bug in the caller): each action is
@@ -156,17 +157,20 @@ def encode_commit(actions: Iterable[Mapping[str, Any]]) -> bytes:
     first when it carries an in-commit timestamp); at most one protocol and one metaData;
     at most one add and one remove per path, never an add and a remove of the same
     (path, DV) key (PROTOCOL.md, "Delta Log Entries"); at most one txn per appId; no NaN.
+    With `root` (the table root), paths are compared by their canonical keys
+    (`dvtool.core.paths`), so two spellings of one file count as one path.
     """
     actions = list(actions)
-    check_commit(actions)
+    check_commit(actions, root=root)
     lines = [
         json.dumps(a, separators=(",", ":"), ensure_ascii=False, allow_nan=False) for a in actions
     ]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def check_commit(actions: Sequence[Mapping[str, Any]]) -> None:
+def check_commit(actions: Sequence[Mapping[str, Any]], *, root: str | None = None) -> None:
     """Raise ValueError if `actions` is not a valid commit (see `encode_commit`)."""
+    canonical = None if root is None else CanonicalRoot.parse(root)
     if not actions:
         raise ValueError("a commit needs at least one action")
     counts: dict[str, int] = {}
@@ -188,12 +192,13 @@ def check_commit(actions: Sequence[Mapping[str, Any]]) -> None:
             path = body.get("path")
             if not isinstance(path, str) or not path:
                 raise ValueError(f"{kind} action {index} has no path")
+            key = path if canonical is None else canonical.key(path)
             seen = add_paths if kind == "add" else remove_paths
-            if path in seen:
+            if key in seen:
                 raise ValueError(f"a commit may hold one {kind} per path; {path} appears twice")
-            seen.add(path)
+            seen.add(key)
             keys = add_keys if kind == "add" else remove_keys
-            keys.add(file_action_key(path, body.get("deletionVector")))
+            keys.add(file_action_key(key, body.get("deletionVector")))
         elif kind == "txn":
             app_id = str(body.get("appId"))
             if app_id in app_ids:

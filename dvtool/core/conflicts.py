@@ -24,6 +24,10 @@ would raise:
    the exception, as in Delta: a retried commit recomputes its fresh row IDs above the
    winner's high-water mark (`dvtool.core.row_tracking`), so it never conflicts.
 
+Paths are compared by their canonical keys (`dvtool.core.paths`) when the read set knows
+the table root, as Delta Spark compares them: a winner that removes `file:/t/x%20y` removed
+the file we read as `x y`.
+
 A winner whose commitInfo `txnId` is ours is our own commit whose response was lost; see
 `is_our_commit`. Pure: no IO.
 """
@@ -36,6 +40,7 @@ from typing import Any
 
 from dvtool.core import row_tracking
 from dvtool.core.actions import file_action_key
+from dvtool.core.paths import CanonicalRoot
 from dvtool.core.replay import ActionBatch
 
 FileKey = tuple[str, str | None]
@@ -63,8 +68,10 @@ class ReadSet:
       such a transaction depends on the whole table.
     - `app_ids`: txn appIds we read or write; `domains`: domainMetadata domains we write.
 
-    Paths are spelled as in the log (percent-encoded), keys as `file_action_key` makes them;
-    `might_match` receives the winner's add action body (partitionValues as a dict).
+    `root` is the canonical table root: with it, the path of every key is its canonical key
+    (`dvtool.core.paths`) and winners' paths are keyed the same way; without it, paths are
+    compared as logged. `might_match` receives the winner's add action body (partitionValues
+    as a dict).
     """
 
     read_version: int
@@ -76,6 +83,7 @@ class ReadSet:
     changes_protocol: bool = False
     app_ids: frozenset[str] = frozenset()
     domains: frozenset[str] = frozenset()
+    root: CanonicalRoot | None = None
 
     @classmethod
     def for_actions(
@@ -87,9 +95,15 @@ class ReadSet:
         might_match: MightMatch | None = None,
         read_whole_table: bool = False,
         app_ids: Iterable[str] = (),
+        root: str | None = None,
     ) -> ReadSet:
         """A read set whose written parts (removes, metaData, protocol, txn, domains) are
-        taken from our commit's `actions`; the files we removed count as read too."""
+        taken from our commit's `actions`; the files we removed count as read too.
+
+        `read_keys` are keys of paths as logged; with `root` (the table root as
+        `Storage.root` spells it) they and the removes are keyed canonically.
+        """
+        canonical = None if root is None else CanonicalRoot.parse(root)
         removed: set[FileKey] = set()
         apps = set(app_ids)
         domains: set[str] = set()
@@ -106,9 +120,11 @@ class ReadSet:
                     apps.add(str(body["appId"]))
                 elif kind == "domainMetadata":
                     domains.add(str(body["domain"]))
+        read = {_canonical_key(key, canonical) for key in read_keys}
+        removed = {_canonical_key(key, canonical) for key in removed}
         return cls(
             read_version=read_version,
-            read_keys=frozenset(read_keys) | frozenset(removed),
+            read_keys=frozenset(read | removed),
             removed_keys=frozenset(removed),
             might_match=might_match,
             read_whole_table=read_whole_table,
@@ -116,7 +132,12 @@ class ReadSet:
             changes_protocol=protocol,
             app_ids=frozenset(apps),
             domains=frozenset(domains),
+            root=canonical,
         )
+
+    def path_key(self, path: str) -> str:
+        """A winner's logged path keyed as this read set keys its own paths."""
+        return path if self.root is None else self.root.key(path)
 
     @property
     def depends_on_whole_table(self) -> bool:
@@ -170,12 +191,12 @@ def check_conflicts(read_set: ReadSet, winner: ActionBatch) -> ConflictResult:
     removed_paths = {path for path, _ in read_set.removed_keys}
     for remove in winner.removes:
         path = str(remove.get("path"))
-        if path in read_paths or read_set.depends_on_whole_table:
+        if read_set.path_key(path) in read_paths or read_set.depends_on_whole_table:
             message = f"removed file {path}, which this transaction read"
             return conflict(CONCURRENT_DELETE_READ, message, path=path)
     for remove in winner.removes:
         path = str(remove.get("path"))
-        if path in removed_paths:
+        if read_set.path_key(path) in removed_paths:
             return conflict(
                 CONCURRENT_DELETE_DELETE,
                 f"removed file {path}, which this transaction removes too",
@@ -218,6 +239,11 @@ def _appended_conflict(read_set: ReadSet, winner: ActionBatch) -> tuple[str, Any
         if whole or (read_set.might_match is not None and read_set.might_match(add)):
             return str(add.get("path")), add.get("partitionValues")
     return None
+
+
+def _canonical_key(key: FileKey, root: CanonicalRoot | None) -> FileKey:
+    """`key` with its path replaced by the canonical key against `root` (if any)."""
+    return key if root is None else (root.key(key[0]), key[1])
 
 
 def _partition_text(partition: Any) -> str:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
 from dvtool.core.features import reader_features, writer_features
+from dvtool.core.paths import CanonicalRoot, canonical_path_column
 from dvtool.core.replay import TableState
 from dvtool.core.schema import StructType, column_mapping_mode, parse_schema
 from dvtool.core.stats import num_records
@@ -85,7 +86,7 @@ class Snapshot:
         another DV without removing the old add leaves both live: its rows count twice and
         which DV applies is ambiguous. Valid writers never do this; dvtool refuses to guess.
         """
-        paths = self.files.column("path")
+        paths = canonical_path_column(self.files.column("path"), CanonicalRoot.parse(self.root))
         if pc.count_distinct(paths).as_py() == len(paths):
             return
         counts = pc.value_counts(paths)

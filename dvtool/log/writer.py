@@ -173,7 +173,7 @@ class LogWriter:
         if version < 0:
             raise ValueError(f"bad commit version {version}")
         location = self._commit_location(version)
-        data = encode_commit(actions)
+        data = encode_commit(actions, root=self.storage.root)
         for attempt in range(1, _PUT_ATTEMPTS + 1):
             try:
                 created = self.storage.put_if_absent(location, data)

@@ -256,3 +256,43 @@ def test_is_our_commit() -> None:
     assert is_our_commit(batch, "txn-abc")
     assert not is_our_commit(batch, "txn-other")
     assert not is_our_commit(ActionBatch(5), "txn-abc")
+
+
+# -- canonical paths: a winner may spell a file otherwise than our snapshot did ---------------
+
+ROOT = "/data/my table"
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["p=1/a b", "p%3D1/a%20b", "/data/my table/p=1/a b", "file:/data/my%20table/p%3D1/a%20b"],
+)
+def test_winner_removing_another_spelling_of_a_file_we_read_conflicts(spelling: str) -> None:
+    ours = ReadSet.for_actions(
+        4, [{"remove": remove("p%3D1/a%20b")}], read_keys=[("p%3D1/a%20b", None)], root=ROOT
+    )
+    result = check_conflicts(ours, winner(removes=[remove(spelling)]))
+    assert result.exception == CONCURRENT_DELETE_READ
+
+
+def test_without_a_root_paths_compare_as_logged() -> None:
+    ours = ReadSet.for_actions(4, [], read_keys=[("p%3D1/a%20b", None)])
+    assert not check_conflicts(ours, winner(removes=[remove("p=1/a b")]))
+
+
+def test_a_file_outside_the_root_is_not_one_under_it() -> None:
+    ours = ReadSet.for_actions(4, [], read_keys=[("a", None)], root=ROOT)
+    assert not check_conflicts(ours, winner(removes=[remove("/data/other/a")]))
+
+
+def test_commit_check_sees_two_spellings_of_one_path() -> None:
+    actions = [{"remove": remove("x%20y")}, {"remove": remove("file:/t/x%20y")}]
+    encode_commit(actions)  # as logged, two paths
+    with pytest.raises(ValueError, match="one remove per path"):
+        encode_commit(actions, root="/t")
+
+
+def test_commit_check_refuses_add_and_remove_of_one_file_spelled_twice() -> None:
+    actions = [{"remove": remove("/t/x")}, {"add": add("x")}]
+    with pytest.raises(ValueError, match="same logical file"):
+        encode_commit(actions, root="/t")

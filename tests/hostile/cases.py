@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import click
 import deltalake
@@ -324,6 +325,18 @@ def path_live_twice(s: Scene) -> tuple[str, ...]:
     info = {"commitInfo": {"operation": "WRITE", "timestamp": 1}}
     s.write_actions(DELETE_VERSION + 1, [info, {"add": add}])
     return (repr(add["path"]), "live more than once")
+
+
+def path_live_twice_spelled_otherwise(s: Scene) -> tuple[str, ...]:
+    """As `path_live_twice`, the second add naming file C by its absolute `file:` URI: the
+    canonical keys (Delta's `canonicalizePath`) of the two spellings are one file."""
+    add = s.add(20)
+    plain = add["path"]
+    add["path"] = (s.table.resolve() / unquote(plain)).as_uri()
+    add["deletionVector"] = s.add(0)["deletionVector"]
+    info = {"commitInfo": {"operation": "WRITE", "timestamp": 1}}
+    s.write_actions(DELETE_VERSION + 1, [info, {"add": add}])
+    return (repr(unquote(plain)), "live more than once")
 
 
 def dv_descriptor_not_object(s: Scene) -> tuple[str, ...]:
@@ -626,6 +639,13 @@ LOG_CASES = [
     _c("log-duplicate-add-other-dv", duplicate_add_other_dv, (INSPECT, DELETE_C, PURGE), LOG),
     _c("log-duplicate-remove", duplicate_remove, READ_AND_DELETE, LOG),
     _c("log-path-live-twice", path_live_twice, (DELETE_C, PURGE), LOG, still_reads=(INSPECT,)),
+    _c(
+        "log-path-live-twice-spelled-otherwise",
+        path_live_twice_spelled_otherwise,
+        (DELETE_C, PURGE),
+        LOG,
+        still_reads=(INSPECT,),
+    ),
     _c("log-dv-descriptor-not-an-object", dv_descriptor_not_object, READ_AND_DELETE, LOG),
     _c("log-field-of-wrong-type", field_of_wrong_type, READ_AND_DELETE, LOG),
     _c("log-add-without-path", add_without_path, READ_AND_DELETE, LOG),
