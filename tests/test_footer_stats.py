@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvtool.core.partitions import FIELD_ID_METADATA_KEY
+from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
 from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files import WrittenFile, write_data_file
 from dvtool.storage import Storage

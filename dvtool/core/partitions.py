@@ -1,4 +1,4 @@
-"""Partition values, Hive partition directories, and Delta types as arrow types.
+"""Partition values and Hive partition directories.
 
 Partition values live in `add.partitionValues` as strings keyed by physical column name
 (PROTOCOL.md, "Partition Value Serialization"). This module parses them into python values
@@ -37,12 +37,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from dvtool.core.schema import (
-    ArrayType,
-    DataType,
-    MapType,
-    StructField,
-    StructType,
+from dvtool.core.arrow_types import (
+    DECIMAL_RE,
+    FIELD_ID_METADATA_KEY,
+    arrow_schema,
+    delta_to_arrow_type,
+    normalize_type,
 )
 from dvtool.errors import LogError
 
@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-FIELD_ID_METADATA_KEY = b"PARQUET:field_id"
 
 # Spark's ExternalCatalogUtils.charToEscape (non-Windows): what escapePathName turns into %XX.
 _ESCAPED_CHARS = frozenset(
@@ -73,29 +72,8 @@ _INTEGRAL_RANGES = {
     "integer": (-(2**31), 2**31 - 1),
     "long": (-(2**63), 2**63 - 1),
 }
-_PRIMITIVE_ARROW: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "long": pa.int64(),
-    "integer": pa.int32(),
-    "short": pa.int16(),
-    "byte": pa.int8(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "boolean": pa.bool_(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-    "void": pa.null(),
-    # PROTOCOL.md "Variant data in Parquet": the unshredded struct of two binaries.
-    "variant": pa.struct(
-        [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), False)]
-    ),
-}
 _TRUE = frozenset({"true", "t", "y", "yes", "1"})
 _FALSE = frozenset({"false", "f", "n", "no", "0"})
-_DECIMAL_RE = re.compile(r"^\s*decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*$", re.IGNORECASE)
-_CHAR_RE = re.compile(r"^\s*(var)?char\s*\(\s*\d+\s*\)\s*$", re.IGNORECASE)
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _DATE_RE = re.compile(r"^([+-]?\d{4,})-(\d{1,2})-(\d{1,2})$")
 _TIMESTAMP_RE = re.compile(
@@ -118,7 +96,7 @@ def parse_partition_value(text: str | None, delta_type: str) -> Any:
     if text is None or text == "":
         return None
     try:
-        return _parse(text, _normalize_type(delta_type))
+        return _parse(text, normalize_type(delta_type))
     except (ValueError, InvalidOperation, OverflowError) as e:
         raise LogError(f"partition value {text!r} is not a valid {delta_type}: {e}") from None
 
@@ -154,7 +132,7 @@ def _parse(text: str, t: str) -> Any:
         return _parse_timestamp(text.strip(), aware=t == "timestamp")
     if t == "binary":
         return text.encode("utf-8")
-    m = _DECIMAL_RE.match(t)
+    m = DECIMAL_RE.match(t)
     if m:
         return _parse_decimal(text.strip(), int(m.group(1)), int(m.group(2)))
     raise ValueError(f"{t} is not a type partition values can have")
@@ -249,7 +227,7 @@ def serialize_partition_value(value: Any, delta_type: str) -> str | None:
     """
     if value is None:
         return None
-    t = _normalize_type(delta_type)
+    t = normalize_type(delta_type)
     if t == "string":
         text = str(value)
         return text if text else None
@@ -277,7 +255,7 @@ def serialize_partition_value(value: Any, delta_type: str) -> str | None:
     if t == "binary":
         data = bytes(value)
         return data.decode("utf-8") if data else None
-    m = _DECIMAL_RE.match(t)
+    m = DECIMAL_RE.match(t)
     if m:
         precision, scale = int(m.group(1)), int(m.group(2))
         quantized = _parse_decimal(str(value), precision, scale)
@@ -414,94 +392,3 @@ def partition_directory(partition_values: Sequence[tuple[str, str | None]]) -> s
 
 
 # Arrow types and schemas
-
-
-def delta_to_arrow_type(delta_type: DataType, mode: str = "none") -> pa.DataType:
-    """The arrow type of a Delta type; struct fields get physical names under `mode`.
-
-    long/integer/short/byte -> int64/32/16/8, double/float, string, boolean, binary,
-    date -> date32, timestamp -> timestamp('us', 'UTC'), timestamp_ntz -> timestamp('us'),
-    decimal(p,s) -> decimal128(p,s) (decimal256 above 38 digits), array -> list with an
-    `element` field, map -> map, struct -> struct. With mode `id` or `name`, nested struct
-    fields carry their column mapping id as `PARQUET:field_id` (see `arrow_schema`).
-    """
-    if isinstance(delta_type, str):
-        t = _normalize_type(delta_type)
-        if t in _PRIMITIVE_ARROW:
-            return _PRIMITIVE_ARROW[t]
-        m = _DECIMAL_RE.match(t)
-        if m:
-            precision, scale = int(m.group(1)), int(m.group(2))
-            if precision > 38:
-                return pa.decimal256(precision, scale)
-            return pa.decimal128(precision, scale)
-        raise ValueError(f"Delta type {delta_type!r} has no arrow equivalent in dvtool")
-    if isinstance(delta_type, ArrayType):
-        element = pa.field(
-            "element",
-            delta_to_arrow_type(delta_type.element_type, mode),
-            nullable=delta_type.contains_null,
-        )
-        return pa.list_(element)
-    if isinstance(delta_type, MapType):
-        key = pa.field("key", delta_to_arrow_type(delta_type.key_type, mode), nullable=False)
-        value = pa.field(
-            "value",
-            delta_to_arrow_type(delta_type.value_type, mode),
-            nullable=delta_type.value_contains_null,
-        )
-        return pa.map_(key, value)
-    return pa.struct([_arrow_field(f, mode) for f in delta_type.fields if not _is_void(f)])
-
-
-def _arrow_field(f: StructField, mode: str) -> pa.Field:
-    metadata = None
-    if mode in ("id", "name") and f.field_id is not None:
-        metadata = {FIELD_ID_METADATA_KEY: str(f.field_id).encode()}
-    return pa.field(
-        f.physical_name(mode),
-        delta_to_arrow_type(f.type, mode),
-        nullable=f.nullable,
-        metadata=metadata,
-    )
-
-
-def _is_void(f: StructField) -> bool:
-    return isinstance(f.type, str) and _normalize_type(f.type) == "void"
-
-
-def arrow_schema(schema: StructType, mode: str, partition_columns: Sequence[str]) -> pa.Schema:
-    """The arrow schema of the table's data files.
-
-    Physical names under column mapping `mode`; partition columns (logical names, matched
-    case-insensitively) and `void` columns are left out, as they are not stored in data
-    files. With mode `id` or `name`, every struct field (top level and nested) that has a
-    `delta.columnMapping.id` carries it as field metadata `PARQUET:field_id`, which pyarrow
-    writes as the parquet `field_id` - what Delta Spark writes in both modes. Array elements
-    and map keys/values get no ids.
-    """
-    excluded = {c.lower() for c in partition_columns}
-    fields = [
-        _arrow_field(f, mode)
-        for f in schema.fields
-        if f.name.lower() not in excluded and not _is_void(f)
-    ]
-    return pa.schema(fields)
-
-
-def _normalize_type(delta_type: str) -> str:
-    t = delta_type.strip()
-    lowered = t.lower()
-    if lowered in ("int",):
-        return "integer"
-    if lowered in ("bigint",):
-        return "long"
-    if lowered in ("smallint",):
-        return "short"
-    if lowered in ("tinyint",):
-        return "byte"
-    if lowered == "decimal":
-        return "decimal(10,0)"
-    if _CHAR_RE.match(lowered):
-        return "string"
-    return lowered

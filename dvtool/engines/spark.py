@@ -121,7 +121,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from dvtool.core.partitions import delta_to_arrow_type, parse_partition_value
+from dvtool.core.arrow_types import delta_to_arrow_type
+from dvtool.core.partitions import parse_partition_value
 from dvtool.core.schema import ArrayType, DataType, MapType, StructField, StructType
 from dvtool.data_files import WrittenFile
 from dvtool.engines import SparkSettings, require_spark_packages

@@ -23,11 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY, arrow_schema, delta_to_arrow_type
 from dvtool.core.partitions import (
-    FIELD_ID_METADATA_KEY,
     HIVE_DEFAULT_PARTITION,
-    arrow_schema,
-    delta_to_arrow_type,
     escape_path_name,
     java_double_string,
     java_float_string,

@@ -33,7 +33,7 @@ from pyroaring import BitMap64
 
 from dvtool.commands.delete import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
-from dvtool.core.partitions import arrow_schema
+from dvtool.core.arrow_types import arrow_schema
 from dvtool.core.schema import parse_schema
 from dvtool.data_files import WrittenFile
 from dvtool.engines import SparkSettings, choose_engine
