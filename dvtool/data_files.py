@@ -114,6 +114,19 @@ def footer_row_count(storage: Storage, location: str) -> int:
         raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
 
 
+def footer_column_types(storage: Storage, location: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The arrow types, as text, that a parquet file's footer gives the top-level columns
+    `names` ("" for a column the file lacks); reads the footer only."""
+    try:
+        with storage.open_parquet(location) as source:
+            schema = pq.ParquetFile(source).schema_arrow
+    except FileMissingError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
+    return tuple(str(schema.field(name).type) if name in schema.names else "" for name in names)
+
+
 # Reading
 
 

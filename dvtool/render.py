@@ -292,7 +292,8 @@ class Renderer:
                 )
             c.print(t)
         elif not result.versions:
-            c.print(f"nothing to {what} at version {result.read_version}: nothing committed")
+            verb = "purge" if result.operation == "REORG" else "compact"
+            c.print(f"nothing to {verb} at version {result.read_version}: nothing committed")
         else:
             versions = ", ".join(str(v) for v in result.versions)
             c.print(f"committed version(s) [bold]{versions}[/] on {result.engine}: {plan}")

@@ -45,56 +45,78 @@ transactions is unsafe, so B must be older than `delta.dropFeatureTruncateHistor
 
 `dry_run` plans all of this (files to rewrite, commits, checkpoints, log files to delete, the
 resulting protocol) and writes nothing.
+
+This module orders the steps and records them; the steps themselves live in
+`downgrade_protocol` (features to drop, the protocol after, the DV-free state the drop
+requires), `downgrade_purge` (rewriting files with DVs), `downgrade_commits` (the commits and
+checkpoints written), `downgrade_history` (the last DV use, the history boundary, retention)
+and `downgrade_truncation` (the log entries before the boundary, and their deletion).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import re
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from dvtool.commands.optimize import OptimizeRequest, OptimizeResult, Progress, run_optimize
-from dvtool.core.actions import Protocol
-from dvtool.core.checkpoint import parse_interval_ms
-from dvtool.core.conflicts import ReadSet
-from dvtool.core.features import reader_features, require_writable, writer_features
-from dvtool.core.log_files import (
-    LogFile,
-    LogFileKind,
-    commit_name,
-    complete_checkpoints,
-    parse_log_name,
+from dvtool.commands.downgrade_commits import (
+    commit_drop,
+    disable_dvs,
+    empty_commit,
+    write_checkpoint,
 )
-from dvtool.core.log_json import first_commit_info
-from dvtool.core.protocol_upgrade import dependent_features, without_features
-from dvtool.core.replay import ActionBatch
+from dvtool.commands.downgrade_history import (
+    DEFAULT_RETENTION_MS,
+    RETENTION_PROPERTY,
+    check_history_clean,
+    commit_time,
+    find_boundary,
+    iso_time,
+    retention_ms,
+    retention_text,
+)
+from dvtool.commands.downgrade_protocol import (
+    DV_FEATURE,
+    ENABLE_PROPERTY,
+    PROTECTION_FEATURE,
+    PROTECTION_PROPERTY,
+    drop_detail,
+    dv_file_count,
+    dvs_enabled,
+    features_to_drop,
+    protection_version,
+    protocol_after,
+)
+from dvtool.commands.downgrade_purge import (
+    EngineFactory,
+    merge_purges,
+    plan_purge,
+    purge_detail,
+    purge_rounds,
+)
+from dvtool.commands.downgrade_truncation import delete_history, truncation_plan
+from dvtool.commands.optimize import OptimizeResult, Progress
+from dvtool.core.features import require_writable
 from dvtool.engines.base import Engine
-from dvtool.errors import CommitConflictError, LogError, UsageError, WriteRefusedError
-from dvtool.io_pool import map_io
+from dvtool.errors import UsageError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
-from dvtool.log.snapshot import Snapshot
-from dvtool.log.writer import LogWriter, snapshot_commit_info
 
-DV_FEATURE = "deletionVectors"
-PROTECTION_FEATURE = "checkpointProtection"
-ENABLE_PROPERTY = "delta.enableDeletionVectors"
-PROTECTION_PROPERTY = "delta.requireCheckpointProtectionBeforeVersion"
-RETENTION_PROPERTY = "delta.dropFeatureTruncateHistory.retentionDuration"
-DEFAULT_RETENTION_MS = 24 * 60 * 60 * 1000
+__all__ = [
+    "BARRIER_CHECKPOINTS",
+    "DEFAULT_RETENTION_MS",
+    "DV_FEATURE",
+    "ENABLE_PROPERTY",
+    "PROTECTION_FEATURE",
+    "PROTECTION_PROPERTY",
+    "RETENTION_PROPERTY",
+    "DowngradeResult",
+    "DowngradeStep",
+    "EngineFactory",
+    "HistoryRetentionError",
+    "run_downgrade",
+]
+
 BARRIER_CHECKPOINTS = 3
-EngineFactory = Callable[[int], Engine]
-
-_PURGE_ATTEMPTS = 3
-_COMMIT_ATTEMPTS = 5
-_CRC = re.compile(r"^(\d{20})\.crc$")
-_HIDDEN_CRC = re.compile(r"^\.(.+)\.crc$")
 
 
 @dataclass(frozen=True)
@@ -200,6 +222,9 @@ def run_downgrade(
 
 
 class _Downgrade:
+    """One downgrade: the steps in order, each recorded as a DowngradeStep with its warnings,
+    and the features to drop with the protocol after (planned again at the protocol commit)."""
+
     def __init__(
         self,
         log: DeltaLog,
@@ -220,8 +245,8 @@ class _Downgrade:
         self.warnings: list[str] = []
         self.purge: OptimizeResult | None = None
         require_writable(self.snapshot.protocol, self.snapshot.metadata, "DOWNGRADE")
-        self.drop = _features_to_drop(self.snapshot.protocol, truncate)
-        self.protocol_after = _protocol_after(self.snapshot.protocol, self.drop, truncate)
+        self.drop = features_to_drop(self.snapshot.protocol, truncate)
+        self.protocol_after = protocol_after(self.snapshot.protocol, self.drop, truncate)
 
     @property
     def check_time(self) -> int:
@@ -241,50 +266,58 @@ class _Downgrade:
             **kwargs,
         )
 
+    def _step(self, action: str, detail: str, version: int | None = None) -> None:
+        self.steps.append(DowngradeStep(action, detail, version))
+
     # -- dry run -------------------------------------------------------------------------
 
     def plan(self) -> DowngradeResult:
         s = self.snapshot
         if not self.drop:
             return self._result(True)
-        if _enabled(s):
-            self.steps.append(DowngradeStep("set-property", f"{ENABLE_PROPERTY}=false"))
-        if _dv_files(s):
-            request = OptimizeRequest(purge=True, dry_run=True)
-            self.purge = run_optimize(self.log, request, self.engine_for)
-            self.steps.append(DowngradeStep("purge", _purge_detail(self.purge)))
+        if dvs_enabled(s):
+            self._step("set-property", f"{ENABLE_PROPERTY}=false")
+        if dv_file_count(s):
+            self.purge = plan_purge(self.log, self.engine_for)
+            self._step("purge", purge_detail(self.purge))
         if not self.truncate:
             for _ in range(BARRIER_CHECKPOINTS):
-                self.steps.append(DowngradeStep("empty-commit", "barrier before the drop"))
-                self.steps.append(DowngradeStep("checkpoint", "barrier checkpoint"))
-            self.steps.append(DowngradeStep("drop-feature", _drop_detail(self.drop, True)))
-            self.steps.append(DowngradeStep("checkpoint", "protected checkpoint of the drop"))
+                self._step("empty-commit", "barrier before the drop")
+                self._step("checkpoint", "barrier checkpoint")
+            self._step("drop-feature", drop_detail(self.drop, True))
+            self._step("checkpoint", "protected checkpoint of the drop")
             return self._result(True)
+        return self._plan_truncation()
+
+    def _plan_truncation(self) -> DowngradeResult:
+        """The dry run of truncate_history after the purge: reuse a boundary when the table
+        is already clean, else plan a new one on top of everything there is now."""
+        s = self.snapshot
         clean_now = not self.steps
-        boundary = _find_boundary(self.log, _protection_version(s)) if clean_now else None
+        boundary = find_boundary(self.log, protection_version(s)) if clean_now else None
         if boundary is None:
-            self.steps.append(DowngradeStep("empty-commit", "history boundary"))
-            self.steps.append(DowngradeStep("checkpoint", "history boundary checkpoint"))
-            deleted = _truncation_plan(self.log, s.version + 1, self.check_time)
-            allowed_at = self.check_time + _retention_ms(s)
+            self._step("empty-commit", "history boundary")
+            self._step("checkpoint", "history boundary checkpoint")
+            deleted = truncation_plan(self.log, s.version + 1, self.check_time)
+            allowed_at = self.check_time + retention_ms(s)
             detail = (
                 f"delete the {len(deleted)} log files there are now, and the commits above, "
                 "before the new history boundary"
             )
         else:
-            cutoff = _commit_time(self.log, boundary)
-            deleted = _truncation_plan(self.log, boundary, cutoff)
-            allowed_at = cutoff + _retention_ms(s)
+            cutoff = commit_time(self.log, boundary)
+            deleted = truncation_plan(self.log, boundary, cutoff)
+            allowed_at = cutoff + retention_ms(s)
             detail = f"delete {len(deleted)} log files before version {boundary}"
         if deleted or boundary is None:
-            self.steps.append(DowngradeStep("truncate", detail))
+            self._step("truncate", detail)
             if allowed_at > self.check_time and not self.force:
                 self.warnings.append(
-                    f"history can be truncated from {_iso(allowed_at)} on; before that the "
+                    f"history can be truncated from {iso_time(allowed_at)} on; before that the "
                     "command stops after writing the history boundary (or use --force)"
                 )
-        self.steps.append(DowngradeStep("drop-feature", _drop_detail(self.drop, False)))
-        self.steps.append(DowngradeStep("checkpoint", "checkpoint of the drop"))
+        self._step("drop-feature", drop_detail(self.drop, False))
+        self._step("checkpoint", "checkpoint of the drop")
         return self._result(
             True,
             history_boundary=boundary,
@@ -297,7 +330,10 @@ class _Downgrade:
     def execute(self) -> DowngradeResult:
         if not self.drop:
             return self._result(False)
-        self._check_purge()
+        if dv_file_count(self.snapshot):
+            # A DV that cannot be read or a file outside the table root stops the command
+            # here, while the table is still untouched.
+            plan_purge(self.log, self.engine_for)
         self._disable()
         self._purge()
         if not self.truncate:
@@ -309,201 +345,62 @@ class _Downgrade:
             return self._result(False, version=version)
         return self._truncate_and_drop()
 
-    def _check_purge(self) -> None:
-        """Plan the purge before the first commit: a DV that cannot be read or a file
-        outside the table root then stops the command while the table is still untouched."""
-        if _dv_files(self.snapshot):
-            run_optimize(self.log, OptimizeRequest(purge=True, dry_run=True), self.engine_for)
-
     def _disable(self) -> None:
         """Set delta.enableDeletionVectors=false unless DVs are already off."""
-        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-            snapshot = self.log.snapshot()
-            if not _enabled(snapshot):
-                return
-            metadata = snapshot.metadata.to_json()
-            metadata["configuration"] = {
-                **snapshot.metadata.configuration,
-                ENABLE_PROPERTY: "false",
-            }
-            actions = [
-                self._info(
-                    snapshot, "SET TBLPROPERTIES", {"properties": {ENABLE_PROPERTY: "false"}}
-                ),
-                {"metaData": metadata},
-            ]
-            read_set = ReadSet.for_actions(snapshot.version, actions, read_whole_table=True)
-            try:
-                result = LogWriter(self.log).try_commit(snapshot.version, actions, read_set)
-            except CommitConflictError:
-                if attempt == _COMMIT_ATTEMPTS:
-                    raise
-                continue
-            self._commit_warning(result.checkpoint_warning)
-            self.steps.append(
-                DowngradeStep("set-property", f"{ENABLE_PROPERTY}=false", result.version)
-            )
+        result = disable_dvs(self.log)
+        if result is None:
             return
+        if result.checkpoint_warning:
+            self.warnings.append(result.checkpoint_warning)
+        self._step("set-property", f"{ENABLE_PROPERTY}=false", result.version)
 
     def _purge(self) -> None:
         """Rewrite every file with a DV (a concurrent delete may need another round)."""
-        for attempt in range(1, _PURGE_ATTEMPTS + 1):
-            if not _dv_files(self.log.snapshot()):
-                return
-            try:
-                result = run_optimize(
-                    self.log, OptimizeRequest(purge=True), self.engine_for, self.progress
-                )
-            except CommitConflictError:
-                if attempt == _PURGE_ATTEMPTS:
-                    raise
-                continue
-            self.purge = _merge_purges(self.purge, result)
+        for result in purge_rounds(self.log, self.engine_for, self.progress):
+            self.purge = merge_purges(self.purge, result)
             self.warnings += result.checkpoint_warnings
             for version in result.versions:
-                self.steps.append(DowngradeStep("purge", _purge_detail(result), version))
-        remaining = _dv_files(self.log.snapshot())
-        if remaining:
-            raise CommitConflictError(
-                f"{remaining} file(s) still have deletion vectors after "
-                f"{_PURGE_ATTEMPTS} purges: another writer keeps adding them",
-                hint=f"Stop writers that ignore {ENABLE_PROPERTY}=false, then run the "
-                "downgrade again.",
-            )
+                self._step("purge", purge_detail(result), version)
 
     def _empty_commit(self, why: str) -> int:
-        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-            snapshot = self.log.snapshot()
-            actions = [self._info(snapshot, "Empty Commit", {})]
-            read_set = ReadSet(read_version=snapshot.version)
-            try:
-                result = LogWriter(self.log).try_commit(
-                    snapshot.version, actions, read_set, checkpoint=False
-                )
-            except CommitConflictError:
-                if attempt == _COMMIT_ATTEMPTS:
-                    raise
-                continue
-            self.steps.append(DowngradeStep("empty-commit", why, result.version))
-            return result.version
-        raise AssertionError("unreachable")
+        version = empty_commit(self.log)
+        self._step("empty-commit", why, version)
+        return version
 
     def _checkpoint(self, version: int, why: str) -> None:
-        info = LogWriter(self.log).write_checkpoint(version)
-        self.steps.append(DowngradeStep("checkpoint", f"{why} ({info.name})", version))
+        name = write_checkpoint(self.log, version)
+        self._step("checkpoint", f"{why} ({name})", version)
 
     def _drop(self, *, protect: bool) -> int:
-        """The protocol commit, validated on the snapshot it is planned on; on a conflict
-        the validation is repeated on the new snapshot."""
-        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-            snapshot = self.log.snapshot()
-            _validate_clean(snapshot)
-            drop = _features_to_drop(snapshot.protocol, self.truncate)
-            if not drop:
-                self.warnings.append(
-                    f"another writer dropped {', '.join(self.drop)} first (version "
-                    f"{snapshot.version}); nothing left to drop"
-                )
-                return snapshot.version
-            self.drop = drop
-            self.protocol_after = _protocol_after(snapshot.protocol, drop, self.truncate)
-            build = self._drop_builder(snapshot, self.protocol_after, str(uuid.uuid4()), protect)
-            read_set = ReadSet.for_actions(
-                snapshot.version, build(snapshot.version + 1, ()), read_whole_table=True
+        """The protocol commit; the features and protocol are planned again on its snapshot."""
+        commit = commit_drop(self.log, self.drop, self.protocol_after, self.truncate, protect)
+        self.drop, self.protocol_after = commit.drop, commit.protocol
+        if not commit.committed:
+            self.warnings.append(
+                f"another writer dropped {', '.join(self.drop)} first (version "
+                f"{commit.version}); nothing left to drop"
             )
-            try:
-                result = LogWriter(self.log).try_commit(
-                    snapshot.version, build, read_set, checkpoint=False
-                )
-            except CommitConflictError as e:
-                if attempt == _COMMIT_ATTEMPTS:
-                    raise CommitConflictError(
-                        "the protocol commit kept conflicting with concurrent commits "
-                        f"({e.message}); nothing was dropped",
-                        hint="The table is busy; run the downgrade again.",
-                    ) from e
-                continue
-            self.steps.append(
-                DowngradeStep("drop-feature", _drop_detail(drop, protect), result.version)
-            )
-            return result.version
-        raise AssertionError("unreachable")
-
-    def _drop_builder(
-        self, snapshot: Snapshot, protocol: Protocol, txn_id: str, protect: bool
-    ) -> Callable[[int, Sequence[ActionBatch]], list[dict[str, Any]]]:
-        parameters: dict[str, Any] = {
-            "featureName": self.drop[0],
-            "truncateHistory": self.truncate,
-        }
-        if len(self.drop) > 1:
-            parameters["droppedFeatures"] = list(self.drop)
-        base = dict(snapshot.metadata.configuration)
-        base.pop(PROTECTION_PROPERTY, None)
-
-        def build(version: int, winners: Sequence[ActionBatch]) -> list[dict[str, Any]]:
-            configuration = dict(base)
-            if protect:
-                # Set to the version this commit lands at, as Delta's conflict checker does.
-                configuration[PROTECTION_PROPERTY] = str(version)
-            metadata = snapshot.metadata.to_json()
-            metadata["configuration"] = configuration
-            info = self._info(snapshot, "DROP FEATURE", parameters, txn_id=txn_id)
-            return [info, {"protocol": protocol.to_json()}, {"metaData": metadata}]
-
-        return build
-
-    def _info(
-        self,
-        snapshot: Snapshot,
-        operation: str,
-        parameters: Mapping[str, Any],
-        txn_id: str | None = None,
-    ) -> dict[str, Any]:
-        return snapshot_commit_info(
-            snapshot,
-            operation,
-            parameters,
-            {},
-            txn_id=txn_id or str(uuid.uuid4()),
-            now_ms=_now(),
-        )
-
-    def _commit_warning(self, warning: str | None) -> None:
-        if warning:
-            self.warnings.append(warning)
+        else:
+            self._step("drop-feature", drop_detail(commit.drop, protect), commit.version)
+        return commit.version
 
     # -- truncate history ----------------------------------------------------------------
 
     def _truncate_and_drop(self) -> DowngradeResult:
         snapshot = self.log.snapshot()
-        boundary = _find_boundary(self.log, _protection_version(snapshot))
+        boundary = find_boundary(self.log, protection_version(snapshot))
         if boundary is None:
             boundary = self._empty_commit("history boundary")
             self._checkpoint(boundary, "history boundary checkpoint")
-        cutoff = _commit_time(self.log, boundary)
-        plan = _truncation_plan(self.log, boundary, cutoff)
-        allowed_at = cutoff + _retention_ms(snapshot)
+        cutoff = commit_time(self.log, boundary)
+        plan = truncation_plan(self.log, boundary, cutoff)
+        allowed_at = cutoff + retention_ms(snapshot)
         if plan and allowed_at > self.check_time and not self.force:
-            partial = self._result(
-                False, history_boundary=boundary, truncate_allowed_at_ms=allowed_at
-            )
-            done = ", ".join(
-                f"{s.action} at version {s.version}" for s in self.steps if s.version is not None
-            )
-            raise HistoryRetentionError(
-                f"cannot truncate the history before version {boundary} until "
-                f"{_iso(allowed_at)}: it is younger than the history retention "
-                f"({_retention_text(snapshot)}, {RETENTION_PROPERTY}) and transactions still "
-                "running may need it. The table has no deletion vectors left"
-                + (f" (committed: {done})" if done else "")
-                + f", but {', '.join(self.drop)} is not dropped yet",
-                hint="Run the same command again after that time, or pass --force if no "
-                "transaction that started before the purge can still be running.",
-                partial=partial,
-            )
-        deleted = self._truncate(boundary, plan)
-        self._check_history(boundary)
+            raise self._retention_error(boundary, allowed_at, retention_text(snapshot))
+        deleted = delete_history(self.log, boundary, plan)
+        if deleted:
+            self._step("truncate", f"deleted {len(deleted)} log files before version {boundary}")
+        check_history_clean(self.log, boundary)
         version = self._drop(protect=False)
         self._checkpoint(version, "checkpoint of the drop")
         return self._result(
@@ -514,282 +411,23 @@ class _Downgrade:
             truncate_allowed_at_ms=allowed_at,
         )
 
-    def _truncate(self, boundary: int, plan: Sequence[tuple[str, int]]) -> list[str]:
-        """Delete every log entry before `boundary` (PROTOCOL.md, "Metadata Cleanup")."""
-        storage = self.log.storage
-        hint = self.log.last_checkpoint_hint()
-        if hint is not None and hint < boundary:
-            # It would point to a deleted checkpoint; the drop's checkpoint writes a new one.
-            storage.delete(storage.join("_delta_log/_last_checkpoint"))
-            storage.delete(storage.join("_delta_log/._last_checkpoint.crc"))
-        storage.delete_many(storage.join(f"_delta_log/{name}") for name, _ in plan)
-        names = [name for name, _ in plan]
-        if names:
-            detail = f"deleted {len(names)} log files before version {boundary}"
-            self.steps.append(DowngradeStep("truncate", detail))
-        return names
-
-    def _check_history(self, boundary: int) -> None:
-        """No version left in the log may use deletion vectors."""
-        files = [f for f in self.log.list_files() if f.kind == LogFileKind.COMMIT]
-        if not files or min(f.version for f in files) < boundary:
-            raise LogError(
-                f"after truncating the history, the log should start at version {boundary}",
-                hint="Another process changed _delta_log concurrently; run the downgrade again.",
-            )
-        used = _last_dv_use(self.log, files)
-        if used is not None:
-            raise CommitConflictError(
-                f"version {used} uses deletion vectors although it was committed after the "
-                "purge: another writer added them concurrently; the feature is not dropped",
-                hint=f"Stop writers that ignore {ENABLE_PROPERTY}=false, then run the "
-                "downgrade again.",
-            )
-
-
-# -- protocol --------------------------------------------------------------------------------
-
-
-def _features_to_drop(protocol: Protocol, truncate: bool) -> tuple[str, ...]:
-    supported = reader_features(protocol) | writer_features(protocol)
-    drop = [DV_FEATURE] if DV_FEATURE in supported else []
-    if truncate and PROTECTION_FEATURE in supported:
-        drop.append(PROTECTION_FEATURE)
-    for feature in drop:
-        dependents = [f for f in dependent_features(protocol, feature) if f not in drop]
-        if dependents:
-            raise WriteRefusedError(
-                f"cannot drop {feature}: the table's feature(s) {', '.join(dependents)} require it",
-                hint="Drop those features first.",
-            )
-    return tuple(drop)
-
-
-def _protocol_after(protocol: Protocol, drop: Sequence[str], truncate: bool) -> Protocol:
-    if not drop:
-        return protocol
-    add = () if truncate else (PROTECTION_FEATURE,)
-    return without_features(protocol, drop, add=add)
-
-
-def _drop_detail(drop: Sequence[str], protect: bool) -> str:
-    text = "drop " + ", ".join(drop)
-    if protect:
-        text += f"; add {PROTECTION_FEATURE} and {PROTECTION_PROPERTY}"
-    return text
-
-
-def _protection_version(snapshot: Snapshot) -> int:
-    if PROTECTION_FEATURE not in writer_features(snapshot.protocol):
-        return 0
-    try:
-        return max(0, int(str(snapshot.metadata.configuration.get(PROTECTION_PROPERTY, "0"))))
-    except ValueError:
-        return 0
-
-
-# -- table state -----------------------------------------------------------------------------
-
-
-def _is_true(value: object) -> bool:
-    return isinstance(value, str) and value.strip().lower() == "true"
-
-
-def _enabled(snapshot: Snapshot) -> bool:
-    return _is_true(snapshot.metadata.configuration.get(ENABLE_PROPERTY))
-
-
-def _dv_files(snapshot: Snapshot) -> int:
-    dv = snapshot.files.column("deletionVector")
-    return int(len(dv) - dv.null_count)
-
-
-def _validate_clean(snapshot: Snapshot) -> None:
-    """Delta's validateRemoval for deletion vectors, on the snapshot of the protocol commit."""
-    problems = []
-    if _enabled(snapshot):
-        problems.append(f"{ENABLE_PROPERTY} was set to true again")
-    count = _dv_files(snapshot)
-    if count:
-        problems.append(f"{count} file(s) have deletion vectors")
-    if problems:
-        raise CommitConflictError(
-            f"cannot drop {DV_FEATURE} at version {snapshot.version}: "
-            + " and ".join(problems)
-            + " (a concurrent writer); nothing was dropped",
-            hint=f"Stop writers that ignore {ENABLE_PROPERTY}=false, then run the downgrade again.",
+    def _retention_error(
+        self, boundary: int, allowed_at: int, retention: str
+    ) -> HistoryRetentionError:
+        """The history before `boundary` is younger than the retention: stop with what was
+        committed so far (the table has no DVs left, the feature is still there)."""
+        partial = self._result(False, history_boundary=boundary, truncate_allowed_at_ms=allowed_at)
+        done = ", ".join(
+            f"{s.action} at version {s.version}" for s in self.steps if s.version is not None
         )
-
-
-def _purge_detail(result: OptimizeResult) -> str:
-    files = sum(len(b.inputs) for b in result.bins)
-    rows = sum(b.rows_dropped for b in result.bins)
-    return f"rewrite {files} file(s) with deletion vectors, dropping {rows} deleted row(s)"
-
-
-def _merge_purges(first: OptimizeResult | None, second: OptimizeResult) -> OptimizeResult:
-    if first is None:
-        return second
-    metrics = {k: first.metrics.get(k, 0) + v for k, v in second.metrics.items()}
-    return replace(
-        first,
-        versions=first.versions + second.versions,
-        bins=first.bins + second.bins,
-        metrics=metrics,
-        checkpoint_warnings=first.checkpoint_warnings + second.checkpoint_warnings,
-    )
-
-
-# -- history ---------------------------------------------------------------------------------
-
-
-def _uses_dvs(data: bytes) -> bool:
-    """Whether a commit adds or removes a file with a DV or enables DVs (Delta's
-    `actionUsesFeature` for deletion vectors)."""
-    if b"deletionVector" not in data and ENABLE_PROPERTY.encode() not in data:
-        return False
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        action = json.loads(line)
-        if not isinstance(action, dict):
-            continue
-        for kind, body in action.items():
-            if not isinstance(body, dict):
-                continue
-            if kind in ("add", "remove", "cdc") and body.get("deletionVector"):
-                return True
-            if kind == "metaData" and _is_true(
-                (body.get("configuration") or {}).get(ENABLE_PROPERTY)
-            ):
-                return True
-    return False
-
-
-def _last_dv_use(log: DeltaLog, commits: Sequence[LogFile]) -> int | None:
-    """The newest of `commits` that uses deletion vectors, or None."""
-    storage = log.storage
-    flags = map_io(lambda f: _uses_dvs(storage.read(storage.join(f"_delta_log/{f.name}"))), commits)
-    used = [f.version for f, flag in zip(commits, flags, strict=True) if flag]
-    return max(used) if used else None
-
-
-def _find_boundary(log: DeltaLog, protected_before: int) -> int | None:
-    """The oldest version history can start at so that no version left uses deletion
-    vectors: a checkpoint (or version 0 while the log still starts there) after the last
-    commit that uses DVs, at or after the protected version, with its commit file present and
-    a state without DVs. None when there is none yet."""
-    files = log.list_files()
-    commits = sorted((f for f in files if f.kind == LogFileKind.COMMIT), key=lambda f: f.version)
-    last_use = _last_dv_use(log, commits)
-    have_commit = {f.version for f in commits}
-    candidates = set(complete_checkpoints(files)) | ({0} if 0 in have_commit else set())
-    for version in sorted(candidates):
-        if last_use is not None and version <= last_use:
-            continue
-        if version < protected_before or version not in have_commit:
-            continue
-        snapshot = log.snapshot(version)
-        if not _enabled(snapshot) and not _dv_files(snapshot):
-            return version
-    return None
-
-
-def _commit_time(log: DeltaLog, version: int) -> int:
-    """The commit's time as Delta's metadata cleanup sees it: its in-commit timestamp, else
-    the commit file's modification time."""
-    location = log.storage.join(f"_delta_log/{commit_name(version)}")
-    info = first_commit_info(log.storage.read(location)) or {}
-    ict = info.get("inCommitTimestamp")
-    if isinstance(ict, int):
-        return ict
-    found = log.storage.info(location)
-    if found is None or found.modification_time_ms is None:
-        raise LogError(f"cannot tell when version {version} was committed")
-    return found.modification_time_ms
-
-
-def _retention_ms(snapshot: Snapshot) -> int:
-    text = snapshot.metadata.configuration.get(RETENTION_PROPERTY)
-    if not text:
-        return DEFAULT_RETENTION_MS
-    try:
-        return parse_interval_ms(str(text))
-    except ValueError:
-        return DEFAULT_RETENTION_MS
-
-
-def _retention_text(snapshot: Snapshot) -> str:
-    text = snapshot.metadata.configuration.get(RETENTION_PROPERTY)
-    return str(text) if text else "24 hours"
-
-
-def _truncation_plan(log: DeltaLog, boundary: int, sidecar_cutoff_ms: int) -> list[tuple[str, int]]:
-    """(name under _delta_log, version) of every log entry a truncation before `boundary`
-    deletes: commits, checkpoints, checksums and their hidden Hadoop .crc files before it, log
-    compactions starting at or before it, and sidecars no remaining checkpoint references
-    (written before `sidecar_cutoff_ms`, so an in-progress checkpoint keeps its own)."""
-    if boundary <= 0:
-        return []
-    storage = log.storage
-    infos = storage.list_dir(log.log_dir)
-    out: list[tuple[str, int]] = []
-    kept_checkpoints: list[LogFile] = []
-    names = {i.name for i in infos}
-    for info in infos:
-        parsed = parse_log_name(info.name, info.size, info.modification_time_ms)
-        version: int | None = None
-        if parsed is not None:
-            if parsed.kind == LogFileKind.COMPACTION:
-                version = parsed.start_version if parsed.start_version <= boundary else None
-            elif parsed.version < boundary:
-                version = parsed.version
-            elif parsed.is_checkpoint:
-                kept_checkpoints.append(parsed)
-        elif m := _CRC.match(info.name):
-            version = int(m[1]) if int(m[1]) < boundary else None
-        if version is not None:
-            out.append((info.name, version))
-            hidden = f".{info.name}.crc"
-            if hidden in names:
-                out.append((hidden, version))
-    sidecars = storage.list_dir(storage.join("_delta_log/_sidecars"))
-    if sidecars:
-        referenced = _referenced_sidecars(log, kept_checkpoints)
-        for info in sidecars:
-            crc = _HIDDEN_CRC.match(info.name)
-            target = crc[1] if crc else info.name
-            old = (
-                info.modification_time_ms is None or info.modification_time_ms <= sidecar_cutoff_ms
-            )
-            if target not in referenced and old:
-                out.append((f"_sidecars/{info.name}", -1))
-    return sorted(out, key=lambda item: (item[1], item[0]))
-
-
-def _referenced_sidecars(log: DeltaLog, checkpoints: Sequence[LogFile]) -> set[str]:
-    """File names of the sidecars the given checkpoints reference."""
-    storage = log.storage
-    out: set[str] = set()
-    for f in checkpoints:
-        location = storage.join(f"_delta_log/{f.name}")
-        if f.name.endswith(".json"):
-            for line in storage.read(location).splitlines():
-                if b'"sidecar"' in line:
-                    body = json.loads(line).get("sidecar") or {}
-                    out.add(str(body.get("path", "")).rsplit("/", 1)[-1])
-            continue
-        with storage.open_parquet(location) as source:
-            parquet = pq.ParquetFile(source)
-            if "sidecar" not in parquet.schema_arrow.names:
-                continue
-            column = parquet.read(columns=["sidecar"]).column("sidecar")
-        for row in column.to_pylist():
-            if row and row.get("path"):
-                out.add(str(row["path"]).rsplit("/", 1)[-1])
-    return out
-
-
-def _iso(ms: int) -> str:
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return HistoryRetentionError(
+            f"cannot truncate the history before version {boundary} until "
+            f"{iso_time(allowed_at)}: it is younger than the history retention "
+            f"({retention}, {RETENTION_PROPERTY}) and transactions still "
+            "running may need it. The table has no deletion vectors left"
+            + (f" (committed: {done})" if done else "")
+            + f", but {', '.join(self.drop)} is not dropped yet",
+            hint="Run the same command again after that time, or pass --force if no "
+            "transaction that started before the purge can still be running.",
+            partial=partial,
+        )

@@ -5,7 +5,8 @@
   its deleted rows, one new file per input.
 - Without `--purge` it is Delta's `OPTIMIZE` bin-packing: per partition, files smaller than
   the target size, and files whose deleted ratio exceeds 5%, are packed into bins of about the
-  target size and each bin is rewritten as one file.
+  target size and each bin is rewritten as one file. Files that store variant columns
+  differently (shredded or not, other shredding schemas) never share a bin.
 
 Rewrites run on an engine (in-process pyarrow or Spark); only this module commits. Adds and
 removes carry `dataChange=false`: the rows of the table do not change. Large jobs commit in
@@ -32,7 +33,8 @@ from dvtool.core.commit import remove_for_add
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.core.features import require_writable
-from dvtool.data_files import WrittenFile, footer_row_count
+from dvtool.core.file_layout import variant_columns
+from dvtool.data_files import WrittenFile, footer_column_types, footer_row_count
 from dvtool.dvstore import DVStore
 from dvtool.engines.base import Engine, RewriteBin, RewriteInput, TableLayout
 from dvtool.errors import CommitConflictError, CommitOutcomeUnknownError, UsageError
@@ -248,15 +250,26 @@ def _bins(
     if request.purge:
         return [_bin(log, [c]) for c in candidates]
     target = _target_size(snapshot, request)
-    by_directory: dict[str, list[_Candidate]] = {}
+    variants = sorted(variant_columns(snapshot.schema, snapshot.column_mapping_mode))
+    groups: dict[tuple[str, tuple[str, ...]], list[_Candidate]] = {}
     for c in candidates:
-        by_directory.setdefault(_directory(log, c.row["path"]), []).append(c)
+        layout = _variant_layout(log, c, variants)
+        groups.setdefault((_directory(log, c.row["path"]), layout), []).append(c)
     out = []
-    for members in by_directory.values():
+    for members in groups.values():
         for group in _pack(sorted(members, key=lambda c: c.row["size"]), target):
             if len(group) > 1 or group[0].drop is not None:
                 out.append(_bin(log, group))
     return out
+
+
+def _variant_layout(log: DeltaLog, c: _Candidate, variants: Sequence[str]) -> tuple[str, ...]:
+    """How the file of `c` stores its variant columns (their parquet group types), read from
+    its footer. A rewrite copies variant values as stored, never re-encoding them, so only
+    files storing them alike (shredded the same way, or not at all) share a bin."""
+    if not variants:
+        return ()
+    return footer_column_types(log.storage, log.storage.resolve(c.row["path"]), variants)
 
 
 def _pack(members: list[_Candidate], target: int) -> list[list[_Candidate]]:

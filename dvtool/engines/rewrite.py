@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from dvtool.core.file_layout import FOOTER_CODECS
-from dvtool.core.file_schema import ColumnPlan
+from dvtool.core.file_schema import FIELD_ID, ColumnPlan
 from dvtool.core.partitions import arrow_schema, delta_to_arrow_type, partition_arrays
 from dvtool.core.stats_collect import StatsCollector, stats_columns_spec, with_required_columns
 from dvtool.data_files import WrittenFile, iter_file_batches, open_parquet_file, write_data_file
@@ -53,8 +53,16 @@ class _Columns:
             for name in table.partition_columns:
                 f = table.schema.get(name)
                 if f is not None and isinstance(f.type, str):
-                    arrow_type = delta_to_arrow_type(f.type)
-                    partitions.append((pa.field(f.physical_name(mode), arrow_type), f.type))
+                    # A materialized partition column is a file column like any other: under
+                    # column mapping it carries its id as parquet field id (PROTOCOL.md
+                    # "Writer Requirements for Column Mapping"; Iceberg readers of
+                    # IcebergCompat tables resolve it by id). It used to be written without.
+                    field_id = f.field_id if mode in ("id", "name") else None
+                    metadata = None if field_id is None else {FIELD_ID: str(field_id).encode()}
+                    arrow_field = pa.field(
+                        f.physical_name(mode), delta_to_arrow_type(f.type), metadata=metadata
+                    )
+                    partitions.append((arrow_field, f.type))
         hidden: tuple[pa.Field, ...] = ()
         if table.row_tracking is not None:
             hidden = (

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-import dvtool.commands.downgrade as downgrade_module
+import dvtool.commands.downgrade_commits as downgrade_commits_module
 from dvtool.commands.delete import DeleteRequest, run_delete
 from dvtool.commands.downgrade import (
     BARRIER_CHECKPOINTS,
@@ -429,7 +429,7 @@ def _racing_writer(monkeypatch: pytest.MonkeyPatch, inject: Any) -> list[int]:
                 inject(read_version + 1)
             return super().try_commit(read_version, actions, read_set, **kw)
 
-    monkeypatch.setattr(downgrade_module, "LogWriter", Racing)
+    monkeypatch.setattr(downgrade_commits_module, "LogWriter", Racing)
     return injected
 
 

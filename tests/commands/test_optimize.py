@@ -854,6 +854,11 @@ def test_cli_purge_then_nothing_to_do(tmp_path: Path) -> None:
     assert "nothing to purge" in again.output
     assert commit_versions(table)[-1] == last + 1
 
+    compacted = run_cli("optimize", table, "--engine", "arrow", "--target-size", "1")
+    assert compacted.exit_code == 0, compacted.output
+    assert f"nothing to compact at version {last + 1}" in compacted.output
+    assert commit_versions(table)[-1] == last + 1
+
 
 def test_cli_purge_text_output(tmp_path: Path) -> None:
     table = tmp_path / "t"
