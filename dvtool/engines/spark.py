@@ -20,17 +20,20 @@ worker's exception) on one line.
 
 Scan (`find_matches`). All files are read in ONE `spark.read.parquet(...)` with an explicit
 schema: the table's data schema with physical names (column mapping) at every level, so a
-file lacking a column reads it as NULL. The predicate's data columns are selected and renamed
-to their logical names (nested structs are cast to the struct type with logical field names)
-together with `_metadata.file_path` and `_metadata.row_index`. A small DataFrame built on
-the driver - one row per file (path as Spark reports it, file index, the partition columns
-the predicate uses, typed and under their logical names) - is broadcast-joined on the path,
-so `predicate.to_spark_sql()` runs verbatim in `.where(...)` (and Spark still pushes the
-data filters into the parquet scan). The matching (file index, row index) pairs never reach
-the driver: `mapInArrow` builds one pyroaring bitmap per file within each Spark partition,
-subtracts the file's current DV there (the DVs travel, serialized, in the function's
-closure, which works for classic and Connect sessions alike) and yields (file index,
-serialized bitmap); the driver ORs the partial bitmaps of each file.
+file lacking a column reads it as NULL. In column mapping `id` mode the fields carry their
+`parquet.field.id` and the scan sets `spark.sql.parquet.fieldId.read.enabled`, so columns
+are found by field id as Delta Spark finds them; files written before a type change are
+widened by Spark's own parquet reader (Spark 4). The predicate's data columns are selected
+and renamed to their logical names (nested structs are cast to the struct type with logical
+field names) together with `_metadata.file_path` and `_metadata.row_index`. A small
+DataFrame built on the driver - one row per file (path as Spark reports it, file index, the
+partition columns the predicate uses, typed and under their logical names) - is
+broadcast-joined on the path, so `predicate.to_spark_sql()` runs verbatim in `.where(...)`
+(and Spark still pushes the data filters into the parquet scan). The matching (file index,
+row index) pairs never reach the driver: `mapInArrow` builds one pyroaring bitmap per file
+within each Spark partition, subtracts the file's current DV there (the DVs travel,
+serialized, in the function's closure, which works for classic and Connect sessions alike)
+and yields (file index, serialized bitmap); the driver ORs the partial bitmaps of each file.
 
 Rewrite (`rewrite`). Spark only schedules: one task per bin (up to 2000 tasks; beyond that
 a task takes several bins), and each task calls the arrow engine's `write_bin`, which reads
@@ -276,7 +279,7 @@ class SparkEngine:
         first: dict[str, int] = {}
         for i, f in enumerate(files):
             first.setdefault(f.location, i)
-        with _spark_errors("scan the table"):
+        with _spark_errors("scan the table"), _session_conf(spark, _scan_conf(table)):
             from pyspark.sql import functions as F
 
             data = self._read(spark, table, locations)
@@ -703,11 +706,29 @@ def spark_type(t: DataType, mode: str, *, logical: bool = False) -> Any:
                 f.name if logical else f.physical_name(mode),
                 spark_type(f.type, mode, logical=logical),
                 True,
+                _field_id_metadata(f, mode, logical),
             )
             for f in t.fields
             if not _is_void(f)
         ]
     )
+
+
+def _field_id_metadata(f: StructField, mode: str, logical: bool) -> dict[str, Any] | None:
+    """`parquet.field.id` for a physical field in column mapping `id` mode: Spark then finds
+    the column by its parquet field id (with `_scan_conf`), as Delta Spark reads such tables,
+    so a file that holds it under an older name still gives its values."""
+    if logical or mode != "id" or f.field_id is None:
+        return None
+    return {"parquet.field.id": f.field_id}
+
+
+def _scan_conf(table: TableLayout) -> dict[str, str]:
+    """SQL confs a scan of `table` needs: reading by parquet field id in `id` mode. A file
+    without field ids then fails the scan (Spark's `ignoreMissing` would read NULLs)."""
+    if table.column_mapping_mode != "id":
+        return {}
+    return {"spark.sql.parquet.fieldId.read.enabled": "true"}
 
 
 def _data_fields(table: TableLayout) -> list[StructField]:

@@ -1,0 +1,131 @@
+"""The storage backends: which URI schemes work, and how their fsspec filesystems are made.
+
+One table maps each scheme dvtool accepts to fsspec's protocol, the backend package that
+implements it and the dvtool extra that installs it. Opening a table root turns the CLI's
+storage options into fsspec keyword arguments, checks that the backend package is
+installed (saying what to install if not) and builds the filesystem. Whether the installed
+backend can create a file only if it is absent (the conditional PUT commits rely on) is a
+property of the backend's version, so it is checked here too. This is the only module of
+the storage layer that imports fsspec.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import fsspec
+import fsspec.core
+
+from dvtool.errors import DvtoolError, StorageError
+from dvtool.storage.failures import one_line
+from dvtool.storage.locations import file_uri_to_path, local_abspath, scheme_of
+
+# scheme -> (canonical fsspec protocol, backend package or None, dvtool extra)
+SCHEMES: dict[str, tuple[str, str | None, str | None]] = {
+    "file": ("file", None, None),
+    "memory": ("memory", None, None),
+    "s3": ("s3", "s3fs", "s3"),
+    "s3a": ("s3", "s3fs", "s3"),
+    "gs": ("gs", "gcsfs", "gcs"),
+    "gcs": ("gs", "gcsfs", "gcs"),
+    "abfs": ("abfs", "adlfs", "azure"),
+    "abfss": ("abfs", "adlfs", "azure"),
+    "az": ("abfs", "adlfs", "azure"),
+}
+
+# Oldest package versions whose fsspec create mode is a server-side conditional write.
+_CREATE_ONLY_REQUIRES: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
+    "s3": (("s3fs", (2024, 12, 0)), ("botocore", (1, 35, 21))),
+    "gs": (("gcsfs", (2024, 12, 0)),),
+    "abfs": (("adlfs", (2025, 8, 0)),),
+}
+
+
+@dataclass(frozen=True)
+class TableFilesystem:
+    """The fsspec filesystem of a table root, and the root as fsspec and the user spell it."""
+
+    fs: Any
+    root_path: str
+    """fsspec's path of the root (an absolute POSIX path on local disk)."""
+    scheme: str
+    """The root's scheme as given (`file` for a plain path), a key of `SCHEMES`."""
+    authority: str = ""
+    """The bucket or container as the root's URI spells it ("" on local disk)."""
+
+
+def open_table_filesystem(uri: str, options: Mapping[str, str]) -> TableFilesystem:
+    """The filesystem of the table at `uri` (a local path or a URI), with CLI options.
+
+    StorageError for an unknown scheme, a backend package that is not installed, a
+    filesystem that cannot be set up, or an object-store URI without a bucket.
+    """
+    scheme = scheme_of(uri) or "file"
+    if scheme not in SCHEMES:
+        known = ", ".join(f"{s}://" for s in SCHEMES)
+        raise StorageError(f"unsupported storage scheme {scheme}:// in {uri}; use {known}")
+    kwargs = fsspec_options(options)
+    if scheme == "file":
+        root = local_abspath(file_uri_to_path(uri) if scheme_of(uri) else uri)
+        fs = _make_fs(uri, lambda: fsspec.filesystem("file", **kwargs))
+        return TableFilesystem(fs, root, "file")
+    _require_backend(uri, scheme)
+    fs, path = _make_fs(uri, lambda: fsspec.core.url_to_fs(uri, **kwargs))
+    if not path.strip("/"):
+        raise StorageError(f"{uri} names no bucket or container; give scheme://bucket/path")
+    return TableFilesystem(fs, path.rstrip("/") or "/", scheme, urlsplit(uri).netloc)
+
+
+def fsspec_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """CLI storage options for fsspec: `true`/`false` become booleans."""
+    flags = {"true": True, "false": False}
+    return {k: flags.get(v.lower(), v) if isinstance(v, str) else v for k, v in options.items()}
+
+
+def create_only_problem(protocol: str) -> str | None:
+    """Why the installed backend cannot create files exclusively, or None if it can."""
+    for package, minimum in _CREATE_ONLY_REQUIRES.get(protocol, ()):
+        try:
+            installed = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return f"{package} is not installed"
+        if _version_tuple(installed) < minimum:
+            wanted = ".".join(map(str, minimum))
+            return f"{package} {installed} is older than {wanted}"
+    return None
+
+
+def _require_backend(uri: str, scheme: str) -> None:
+    """Import the backend package of `scheme`, or say how to install it."""
+    _, package, extra = SCHEMES[scheme]
+    if package is None:
+        return
+    try:
+        importlib.import_module(package)
+    except ImportError as exc:
+        raise StorageError(
+            f"{uri}: {scheme}:// tables need the {package} package, which is not installed "
+            f"({one_line(exc)})",
+            hint=f"Install it: pip install {package}  (or: pip install 'dvtool[{extra}]')",
+        ) from exc
+
+
+def _make_fs(uri: str, make: Callable[[], Any]) -> Any:
+    """Call `make()`, turning a failure to set up the filesystem into a StorageError."""
+    try:
+        return make()
+    except DvtoolError:
+        raise
+    except Exception as exc:
+        raise StorageError(f"cannot open storage for {uri}: {one_line(exc)}") from exc
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """The leading numeric parts of a version string: '2024.12.0.post1' -> (2024, 12, 0)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
