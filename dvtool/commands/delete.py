@@ -480,13 +480,10 @@ def _rewrite(
     for (t, _), add_row, out in zip(touched, add_rows, outputs, strict=True):
         actions.append(remove_for_add(add_row, now))
         if out is not None:
-            actions.append(
-                out.add_action(
-                    dict(add_row["partitionValues"] or []),
-                    data_change=True,
-                    clustering_provider=add_row.get("clusteringProvider"),
-                )
-            )
+            # No `clusteringProvider`: PROTOCOL.md sets it only "when a clustering
+            # implementation clusters files", and Delta Spark's DELETE rewrites (plain file
+            # writes) claim none; it used to be copied from the input here.
+            actions.append(out.add_action(dict(add_row["partitionValues"] or []), data_change=True))
             added += 1
             added_bytes += out.size
             copied += out.num_records
