@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dvtool import data_files
-from dvtool.core.partitions import FIELD_ID_METADATA_KEY, partition_directory
+from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
+from dvtool.core.partitions import partition_directory
 from dvtool.core.stats_collect import StatsCollector
 from dvtool.data_files import (
     footer_row_count,

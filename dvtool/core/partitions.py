@@ -37,20 +37,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from dvtool.core.arrow_types import (
-    DECIMAL_RE,
-    FIELD_ID_METADATA_KEY,
-    arrow_schema,
-    delta_to_arrow_type,
-    normalize_type,
-)
+from dvtool.core.arrow_types import DECIMAL_RE, delta_to_arrow_type, normalize_type
 from dvtool.errors import LogError
 
 __all__ = [
-    "FIELD_ID_METADATA_KEY",
     "HIVE_DEFAULT_PARTITION",
-    "arrow_schema",
-    "delta_to_arrow_type",
     "escape_path_name",
     "parse_partition_value",
     "partition_arrays",

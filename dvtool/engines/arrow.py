@@ -29,8 +29,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from dvtool.core.arrow_types import arrow_schema
 from dvtool.core.file_schema import ColumnPlan
-from dvtool.core.partitions import arrow_schema, partition_arrays
+from dvtool.core.partitions import partition_arrays
 from dvtool.data_files import (
     RowGroupStats,
     WrittenFile,

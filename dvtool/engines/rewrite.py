@@ -26,9 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
+from dvtool.core.arrow_types import arrow_schema, delta_to_arrow_type
 from dvtool.core.file_layout import FOOTER_CODECS
 from dvtool.core.file_schema import FIELD_ID, ColumnPlan
-from dvtool.core.partitions import arrow_schema, delta_to_arrow_type, partition_arrays
+from dvtool.core.partitions import partition_arrays
 from dvtool.core.stats_collect import StatsCollector, stats_columns_spec, with_required_columns
 from dvtool.data_files import WrittenFile, iter_file_batches, open_parquet_file, write_data_file
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
