@@ -1,9 +1,12 @@
 """The import rules that keep the architecture visible.
 
 - dvtool.core is the pure protocol core: stdlib (minus IO modules), pyarrow as a data
-  structure (not its IO modules), pyroaring, and dvtool.core / dvtool.errors only. No `open()`.
+  structure (not its IO modules), numpy (the Roaring codec), pyroaring, and dvtool.core /
+  dvtool.errors only. No `open()`.
 - Command modules (dvtool.commands) never import click or rich: they return result objects.
-- pyspark is imported only by the Spark engine module.
+- pyspark is imported only by modules of the Spark engine package (dvtool/engines/spark/),
+  and only inside functions (or for type checking), so importing dvtool starts no Spark;
+  its executor code (tasks.py) and path mapping (paths.py) import no pyspark at all.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dvtool"
-CORE_ALLOWED_THIRD_PARTY = {"pyarrow", "pyroaring"}
+CORE_ALLOWED_THIRD_PARTY = {"numpy", "pyarrow", "pyroaring"}
 CORE_FORBIDDEN = {
     "os",
     "io",
@@ -34,7 +37,9 @@ CORE_FORBIDDEN = {
     "pyarrow.json",
     "pyarrow.csv",
 }
-SPARK_ENGINE = PACKAGE / "engines" / "spark.py"
+SPARK_PACKAGE = PACKAGE / "engines" / "spark"
+# Executors import tasks.py with plain Arrow batches; paths.py is pure string code.
+SPARK_FREE = ("tasks.py", "paths.py")
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -82,13 +87,53 @@ def test_commands_do_not_render(path: Path) -> None:
     assert not bad, f"{path.name} imports {bad}: commands return results, cli.py renders"
 
 
-def test_only_the_spark_engine_imports_pyspark() -> None:
+def _imports_pyspark(names: set[str]) -> bool:
+    return any(n.split(".")[0] == "pyspark" for n in names)
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The imports a module runs when it is imported: none in functions or `if TYPE_CHECKING:`."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), filename=str(path)))
+    return names
+
+
+def test_only_the_spark_engine_package_imports_pyspark() -> None:
     offenders = [
         str(p.relative_to(PACKAGE))
         for p in _modules(PACKAGE)
-        if p != SPARK_ENGINE and any(n.split(".")[0] == "pyspark" for n in _imports(p))
+        if SPARK_PACKAGE not in p.parents and _imports_pyspark(_imports(p))
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("path", _modules(SPARK_PACKAGE), ids=lambda p: p.name)
+def test_spark_engine_imports_pyspark_only_inside_functions(path: Path) -> None:
+    assert not _imports_pyspark(_module_level_imports(path)), (
+        f"{path.name} imports pyspark when imported: importing dvtool must not start Spark"
+    )
+
+
+@pytest.mark.parametrize("name", SPARK_FREE)
+def test_spark_executor_and_path_modules_import_no_pyspark(name: str) -> None:
+    path = SPARK_PACKAGE / name
+    assert path.is_file()
+    assert not _imports_pyspark(_imports(path)), f"{name} must not import pyspark at all"
 
 
 def test_rule_detects_violations(tmp_path: Path) -> None:
@@ -97,3 +142,12 @@ def test_rule_detects_violations(tmp_path: Path) -> None:
     bad.write_text("import fsspec\nfrom dvtool.storage import Storage\nopen('x')\n")
     assert {n for n in _imports(bad) if _is_forbidden_in_core(n)} == {"fsspec", "dvtool.storage"}
     assert _calls_open(bad)
+    spark = tmp_path / "spark.py"
+    spark.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyspark.sql import Row\n"
+        "def f():\n    import pyspark\n"
+    )
+    assert _imports_pyspark(_imports(spark))
+    assert not _imports_pyspark(_module_level_imports(spark))
+    spark.write_text("try:\n    import pyspark.sql\nexcept ImportError:\n    pass\n")
+    assert _imports_pyspark(_module_level_imports(spark))

@@ -1,7 +1,7 @@
 """Engines do the data-heavy work (scans and rewrites) behind one small interface (base.py).
 
 `arrow` runs in-process on pyarrow; `spark` runs on a PySpark session (local, a cluster
-master, or Spark Connect) and is the only module that imports pyspark, lazily, when chosen.
+master, or Spark Connect) and is the only package that imports pyspark, lazily, when chosen.
 `auto` picks Spark when a master or remote is configured or the bytes to rewrite exceed the
 threshold (default 1 GiB), arrow otherwise.
 

@@ -1,0 +1,42 @@
+"""The Spark engine: scans and rewrites on a PySpark session (local, a cluster, Spark Connect).
+
+This package is the only part of dvtool that imports pyspark, and only inside functions:
+importing it starts nothing. `SparkEngine(settings)` creates its session when `find_matches`
+or `rewrite` first needs it and keeps it for later calls; `stop()` ends it. Its modules, each
+documenting its own part (import the names below from `dvtool.engines.spark`, not from them):
+
+- `engine`: `SparkEngine`, the driver side: the scan's plan (one parquet read, the predicate
+  in `.where`, a broadcast join for paths and partition values) and the rewrite's schedule
+  (one task per bin, on an RDD or, for Spark Connect, a DataFrame).
+- `session`: creating the session (confs, the executors' Python) and progress from Spark's
+  status tracker.
+- `failures`: `SparkEngineError`, Spark's failures with their message on one line.
+- `paths`: dvtool locations as Hadoop paths, and the paths Spark reports matched back to
+  them (`hadoop_path`, `spark_path_key`). No pyspark.
+- `schema`: Delta types as Spark types (field ids in column mapping `id` mode), and the
+  typed columns and tables a scan is built from.
+- `tasks`: everything that runs on the executors (matches of a scan, the writes of a
+  rewrite) and the Arrow rows they exchange with the driver. No pyspark.
+
+Executors run dvtool code: dvtool, pyarrow and pyroaring (and the fsspec backend of
+the table, e.g. s3fs) must be importable by the Python workers. For `local[*]` and a
+standalone cluster on the same machine that is the same virtual environment (set
+`PYSPARK_PYTHON` to its interpreter for standalone workers); on a real cluster install dvtool
+in the image or ship a wheel, e.g. `--spark-conf spark.submit.pyFiles=dvtool.whl` (pyarrow
+and pyroaring must be installed there). The storage options (`--storage-option`) reach the
+executors with the table root in the function's closure, and the executors need the
+credentials the fsspec backend reads (environment, instance profile) to read and write
+data files. Scans use Spark's own parquet reader, which goes through Hadoop's filesystems
+instead, so for scans object stores need their Hadoop connector and credentials configured
+through `--spark-conf` (e.g. `spark.jars.packages=org.apache.hadoop:hadoop-aws:...` and
+`spark.hadoop.fs.s3a.*`). PySpark needs pandas on the driver for `mapInArrow` and Arrow
+conversions: scans and Connect rewrites use them, classic rewrites do not.
+"""
+
+from __future__ import annotations
+
+from dvtool.engines.spark.engine import SparkEngine
+from dvtool.engines.spark.failures import SparkEngineError
+from dvtool.engines.spark.paths import hadoop_path, spark_path_key
+
+__all__ = ["SparkEngine", "SparkEngineError", "hadoop_path", "spark_path_key"]
