@@ -4,7 +4,8 @@ The functions the engine hands to `mapInArrow` and `mapPartitions` (`collect_mat
 `write_task`, `write_bins`) are pickled by reference: executors import this module and call
 them with plain Arrow batches or Python rows. So it imports no pyspark at all, and as little
 else as it can; its imports are listed one by one so that the executors' dependencies stay
-visible (today pyarrow, pyroaring and, for rewrites, dvtool's storage layer and `write_bin`).
+visible (scans: pyarrow and numpy; rewrites: also pyroaring, dvtool's storage layer and
+`write_bin`, which a later step moves to pyarrow and numpy alone).
 Importing it runs the package's `__init__` first, which imports the driver-side modules
 too (none of them imports pyspark when imported). Each exchange is defined here on both
 sides: the helper columns a scan hands the tasks, and the rows of a rewrite's bins
@@ -12,7 +13,8 @@ sides: the helper columns a scan hands the tasks, and the rows of a rewrite's bi
 driver by `written_files`).
 
 Scan. The matching (file index, row index) pairs never reach the driver: `collect_matches`
-builds one pyroaring bitmap per file within each Spark partition, subtracts the file's
+builds one bitmap per file within each Spark partition (row indexes as numpy arrays, encoded
+with `dvtool.core.roaring`), subtracts the file's
 current DV there (the DVs travel, serialized, in the function's closure, which works for
 classic and Connect sessions alike) and yields (file index, serialized bitmap); the driver
 ORs the partial bitmaps of each file. A matching row whose path Spark reported in a spelling
@@ -38,10 +40,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
+from dvtool.core import roaring
 from dvtool.data_files import WrittenFile
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin
@@ -109,8 +113,13 @@ def _unmapped_error(batch: pa.RecordBatch) -> RuntimeError:
 def collect_matches(
     deleted: Mapping[int, bytes], batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Matching (file, row index) pairs of one Spark partition -> one bitmap per file."""
-    found: dict[int, BitMap64] = {}
+    """Matching (file, row index) pairs of one Spark partition -> one bitmap per file.
+
+    `deleted` holds each file's current DV as portable 64-bit Roaring bytes, subtracted
+    here. The bitmaps are encoded with dvtool's numpy codec (`dvtool.core.roaring`), so
+    this needs nothing an executor of a stock cluster lacks (no pyroaring).
+    """
+    found: dict[int, list[np.ndarray]] = {}
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -121,18 +130,16 @@ def collect_matches(
         uniques = pc.unique(files).to_pylist()
         for index in uniques:
             selected = rows if len(uniques) == 1 else rows.filter(pc.equal(files, index))
-            bitmap = found.get(index)
-            if bitmap is None:
-                bitmap = found[index] = BitMap64()
-            bitmap.update(selected.to_pylist())
+            found.setdefault(index, []).append(selected.to_numpy(zero_copy_only=False))
     if not found:
         return
     indexes, blobs = [], []
-    for index, bitmap in found.items():
+    for index, parts in found.items():
+        matched = np.unique(np.concatenate(parts).astype(np.uint64))
         if index in deleted:
-            bitmap -= BitMap64.deserialize(deleted[index])
+            matched = np.setdiff1d(matched, roaring.decode64(deleted[index]), assume_unique=True)
         indexes.append(index)
-        blobs.append(bitmap.serialize())
+        blobs.append(roaring.encode64(matched))
     yield pa.RecordBatch.from_arrays(
         [pa.array(indexes, pa.int32()), pa.array(blobs, pa.binary())], schema=_MATCHES_SCHEMA
     )
