@@ -31,7 +31,7 @@ from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
 from dvtool.core.features import deletion_vectors_supported, require_writable
 from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore
@@ -488,7 +488,7 @@ def _rewrite(
             added_bytes += out.size
             copied += out.num_records
         if cdf and len(t.new_rows):
-            cdc_action, location = write_change_data(layout, add_row, t.new_rows)
+            cdc_action, location = write_change_data(layout, add_row, bitmap_rows(t.new_rows))
             written.append(location)
             actions.append(cdc_action)
             change_files += 1
@@ -503,7 +503,7 @@ def _rewrite_bin(log: DeltaLog, add_row: dict[str, Any], drop: BitMap64) -> Rewr
     source = RewriteInput(
         add_row["path"],
         location,
-        drop,
+        bitmap_rows(drop),
         add_row.get("baseRowId"),
         add_row.get("defaultRowCommitVersion"),
     )
@@ -531,7 +531,7 @@ def _removed_change_data(
         if c.action != "remove" or not len(t.new_rows):
             continue
         add_row = plan.snapshot.files.slice(t.index, 1).to_pylist()[0]
-        action, location = write_change_data(layout, add_row, t.new_rows)
+        action, location = write_change_data(layout, add_row, bitmap_rows(t.new_rows))
         written.append(location)
         actions.append(action)
         count += 1

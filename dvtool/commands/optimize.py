@@ -31,7 +31,7 @@ from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_for_add
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
 from dvtool.core.features import require_writable
 from dvtool.core.file_layout import variant_columns
 from dvtool.data_files import WrittenFile, footer_column_types, footer_row_count
@@ -292,7 +292,7 @@ def _bin(log: DeltaLog, members: list[_Candidate]) -> tuple[RewriteBin, list[_Ca
         RewriteInput(
             c.row["path"],
             log.storage.resolve(c.row["path"]),
-            c.drop,
+            None if c.drop is None else bitmap_rows(c.drop),
             c.row["baseRowId"],
             c.row["defaultRowCommitVersion"],
         )

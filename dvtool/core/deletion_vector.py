@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 from pyroaring import BitMap64
 
 from dvtool.core import z85
@@ -235,6 +236,12 @@ def deserialize_bitmap(data: bytes) -> BitMap64:
     if rows and rows.max() > MAX_ROW_INDEX:
         raise DVEncodingError(f"row index {rows.max()} is not below 2**63")
     return rows
+
+
+def bitmap_rows(rows: BitMap64) -> np.ndarray:
+    """The row indexes of a bitmap as a sorted uint64 numpy array (no copy of the values
+    beyond pyroaring's own `to_array`)."""
+    return np.frombuffer(rows.to_array(), dtype=np.uint64)
 
 
 def encode_dv_file(bitmaps: Sequence[BitMap64]) -> tuple[bytes, list[tuple[int, int]]]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pyroaring import BitMap64
+import numpy as np
 
 from dvtool.core import file_layout
 from dvtool.core.row_tracking import MaterializedColumns
@@ -24,6 +24,8 @@ from dvtool.data_files import WrittenFile
 from dvtool.storage import Storage
 
 if TYPE_CHECKING:  # only scans need it; sqlglot and acero cost ~0.1 s at start-up
+    from pyroaring import BitMap64  # the driver's row sets; executors never import it
+
     from dvtool.log.snapshot import Snapshot
     from dvtool.predicate import Predicate
 
@@ -77,13 +79,17 @@ class TableLayout:
 class RewriteInput:
     """One input file of a rewrite and the rows to leave out (its DV), if any.
 
+    `drop` holds the row indexes as a sorted, duplicate-free uint64 numpy array
+    (`dvtool.core.deletion_vector.bitmap_rows` turns a driver's bitmap into one): rewrites
+    also run on Spark executors, which have numpy but no pyroaring.
+
     `base_row_id`/`default_row_commit_version`: the file's row tracking fields, from which a
     rewrite computes the stable row IDs and commit versions of rows without materialized ones.
     """
 
     path: str
     location: str
-    drop: BitMap64 | None
+    drop: np.ndarray | None
     base_row_id: int | None = None
     default_row_commit_version: int | None = None
 

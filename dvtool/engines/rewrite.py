@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyroaring import BitMap64
 
 from dvtool.core.arrow_types import arrow_schema, delta_to_arrow_type
 from dvtool.core.file_layout import FOOTER_CODECS
@@ -35,6 +35,7 @@ from dvtool.data_files import WrittenFile, iter_file_batches, open_parquet_file,
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 
 _ROW_BASE = pa.array(range(1 << 16), pa.int64())
+_NO_ROWS = np.empty(0, dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,14 @@ def conformed_batches(
     table: TableLayout,
     targets: list[pa.Field],
     source: RewriteInput,
-    rows: BitMap64 | None,
+    rows: np.ndarray | None,
     *,
     keep: bool,
 ) -> Iterator[pa.RecordBatch]:
     """The batches of `source` as `targets`, without (keep=True) or with only (keep=False)
-    the rows in `rows`; hidden row tracking columns, when targeted, hold the rows' stable
-    values (the materialized one, else computed from the file's row tracking fields)."""
+    the rows in `rows` (sorted uint64 row indexes); hidden row tracking columns, when
+    targeted, hold the rows' stable values (the materialized one, else computed from the
+    file's row tracking fields)."""
     hidden = (
         {table.row_tracking.row_id, table.row_tracking.commit_version}
         if (table.row_tracking)
@@ -161,7 +163,7 @@ def conformed_batches(
             batch = plan.conform(raw)
             if table.row_tracking is not None:
                 batch = _with_stable_row_tracking(batch, table, source, first_row)
-            selected = _select_rows(batch, first_row, rows or BitMap64(), keep=keep)
+            selected = _select_rows(batch, first_row, _NO_ROWS if rows is None else rows, keep=keep)
             if selected.num_rows:
                 yield selected
 
@@ -213,29 +215,31 @@ def _complete(
 
 
 def _select_rows(
-    batch: pa.RecordBatch, first_row: int, rows: BitMap64, *, keep: bool
+    batch: pa.RecordBatch, first_row: int, rows: np.ndarray, *, keep: bool
 ) -> pa.RecordBatch:
-    """The rows of `batch` (file rows first_row...) not in `rows` (keep) or only those in it."""
-    wanted = BitMap64()
-    wanted.add_range(first_row, first_row + batch.num_rows)
-    if keep:
-        wanted -= rows
-    else:
-        wanted &= rows
-    if len(wanted) == batch.num_rows:
-        return batch
-    if not wanted:
-        return batch.slice(0, 0)
-    indexes = wanted.to_array()  # array('Q'): wrapped by Arrow without a copy
-    positions = pa.Array.from_buffers(pa.uint64(), len(indexes), [None, pa.py_buffer(indexes)])
-    return batch.take(pc.subtract(positions, pa.scalar(first_row, pa.uint64())))
+    """The rows of `batch` (file rows first_row...) not in `rows` (keep) or only those in it.
+
+    `rows` is sorted, so the batch's share of it is one slice found by binary search.
+    """
+    count = batch.num_rows
+    lo, hi = np.searchsorted(rows, [first_row, first_row + count])
+    hits = rows[lo:hi] - np.uint64(first_row)
+    if len(hits) == 0:
+        return batch if keep else batch.slice(0, 0)
+    if len(hits) == count:
+        return batch.slice(0, 0) if keep else batch
+    if not keep:
+        return batch.take(pa.array(hits))
+    mask = np.ones(count, dtype=np.bool_)
+    mask[hits] = False
+    return batch.filter(pa.array(mask))
 
 
 # -- change data -----------------------------------------------------------------------------
 
 
 def write_change_data(
-    table: TableLayout, add: Mapping[str, Any], rows: BitMap64
+    table: TableLayout, add: Mapping[str, Any], rows: np.ndarray
 ) -> tuple[dict[str, Any], str]:
     """Write the rows `rows` of the data file of `add` to a `_change_data` file with
     `_change_type = 'delete'`; returns its `cdc` action and location.

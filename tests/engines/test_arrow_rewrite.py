@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
+from dvtool.core.deletion_vector import bitmap_rows
 from dvtool.core.schema import parse_schema
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin, write_change_data
@@ -73,7 +74,8 @@ def test_purge_keeps_exactly_the_rows_outside_the_dv(source: Path, name: str) ->
     drop = DROPS[name]
     table = _table(source)
     location = table.storage.resolve("in.parquet")
-    rewrite = RewriteBin((RewriteInput("in.parquet", location, drop),), "out", {})
+    rows = None if drop is None else bitmap_rows(drop)
+    rewrite = RewriteBin((RewriteInput("in.parquet", location, rows),), "out", {})
     written = write_bin(table, {}, rewrite)
     gone = set(drop or ())
     want = [i for i in range(ROWS) if i not in gone]
@@ -93,7 +95,7 @@ def test_change_data_holds_exactly_the_deleted_rows(source: Path, name: str) -> 
     assert rows is not None
     table = _table(source)
     add = {"path": "in.parquet", "partitionValues": {}}
-    action, location = write_change_data(table, add, rows)
+    action, location = write_change_data(table, add, bitmap_rows(rows))
     want = sorted(i for i in rows if i < ROWS)
     got = pl.read_parquet(location)
     assert got["id"].to_list() == want

@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -34,6 +35,7 @@ from pyroaring import BitMap64
 from dvtool.commands.delete import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
 from dvtool.core.arrow_types import arrow_schema
+from dvtool.core.deletion_vector import bitmap_rows
 from dvtool.core.schema import parse_schema
 from dvtool.data_files import WrittenFile
 from dvtool.engines import SparkSettings, choose_engine
@@ -210,6 +212,11 @@ def _assert_same_matches(
     return total
 
 
+def _drop_rows(deleted: BitMap64 | None) -> np.ndarray | None:
+    """A scan file's DV as a rewrite input's rows to drop."""
+    return None if deleted is None else bitmap_rows(deleted)
+
+
 def _directory(layout: TableLayout, f: ScanFile) -> str:
     relative = layout.storage.relative_to_root(f.location) or ""
     return posixpath.dirname(relative)
@@ -225,20 +232,20 @@ def _bins(layout: TableLayout, files: Sequence[ScanFile]) -> list[RewriteBin]:
     everything.add_range(0, with_dv.num_records or 0)
     return [
         RewriteBin(
-            (RewriteInput(with_dv.path, with_dv.location, with_dv.deleted),),
+            (RewriteInput(with_dv.path, with_dv.location, _drop_rows(with_dv.deleted)),),
             directory,
             with_dv.partition_values,
         ),
         RewriteBin(
             (
-                RewriteInput(pair[0].path, pair[0].location, pair[0].deleted),
+                RewriteInput(pair[0].path, pair[0].location, _drop_rows(pair[0].deleted)),
                 RewriteInput(with_dv.path, with_dv.location, None),
             ),
             directory,
             with_dv.partition_values,
         ),
         RewriteBin(
-            (RewriteInput(with_dv.path, with_dv.location, everything),),
+            (RewriteInput(with_dv.path, with_dv.location, bitmap_rows(everything)),),
             directory,
             with_dv.partition_values,
         ),
@@ -251,7 +258,8 @@ def _bins_json(bins: Sequence[RewriteBin]) -> list[dict[str, Any]]:
             "directory": b.directory,
             "partition_values": dict(b.partition_values),
             "inputs": [
-                {"path": i.path, "drop": None if i.drop is None else list(i.drop)} for i in b.inputs
+                {"path": i.path, "drop": None if i.drop is None else i.drop.tolist()}
+                for i in b.inputs
             ],
         }
         for b in bins
@@ -388,7 +396,7 @@ def test_rewrite_writes_one_file_per_bin(
     with_dv = [f for f in files if f.deleted]
     bins = [
         RewriteBin(
-            (RewriteInput(f.path, f.location, f.deleted),),
+            (RewriteInput(f.path, f.location, _drop_rows(f.deleted)),),
             _directory(layout, f),
             f.partition_values,
         )

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyroaring import BitMap64
 
 from dvtool.core import roaring
 from dvtool.data_files import WrittenFile
@@ -186,7 +185,7 @@ def bins_table(bins: Sequence[RewriteBin]) -> pa.Table:
             "input": order,
             "path": item.path,
             "location": item.location,
-            "drop": item.drop.serialize() if item.drop is not None and len(item.drop) else None,
+            "drop": _drop_bytes(item.drop),
             "directory": b.directory,
             "partition_values": json.dumps(dict(b.partition_values)),
             "base_row_id": item.base_row_id,
@@ -196,6 +195,11 @@ def bins_table(bins: Sequence[RewriteBin]) -> pa.Table:
         for order, item in enumerate(b.inputs)
     ]
     return pa.Table.from_pylist(rows, schema=_BINS_SCHEMA)
+
+
+def _drop_bytes(drop: np.ndarray | None) -> bytes | None:
+    """An input's rows to drop as portable Roaring bytes (None for none)."""
+    return roaring.encode64(drop) if drop is not None and len(drop) else None
 
 
 def _task_bins(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, RewriteBin]]:
@@ -213,7 +217,7 @@ def _task_bins(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, RewriteBin]
                 RewriteInput(
                     r["path"],
                     r["location"],
-                    None if r["drop"] is None else BitMap64.deserialize(r["drop"]),
+                    None if r["drop"] is None else roaring.decode64(r["drop"]),
                     r["base_row_id"],
                     r["default_row_commit_version"],
                 )
