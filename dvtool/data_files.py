@@ -21,14 +21,17 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.errors import DvtoolError, FileMissingError, StorageError
-from dvtool.storage import Storage
+from dvtool.storage.locations import encode_for_log
+
+if TYPE_CHECKING:
+    from dvtool.storage.data_file_storage import DataFileStorage
 
 __all__ = [
     "RowGroupStats",
@@ -42,7 +45,7 @@ __all__ = [
 
 DEFAULT_ROW_GROUP_ROWS = 1_048_576
 DEFAULT_ROW_GROUP_BYTES = 128 * 2**20
-# Remote files up to this size are written with one `Storage.write`; larger ones are
+# Remote files up to this size are written with one `write`; larger ones are
 # streamed from a local temp file (memory stays bounded either way).
 WHOLE_WRITE_LIMIT = 64 * 2**20
 _COPY_CHUNK = 8 * 2**20
@@ -103,7 +106,7 @@ class RowGroupStats:
     null_count: dict[str, int] = field(default_factory=dict)
 
 
-def footer_row_count(storage: Storage, location: str) -> int:
+def footer_row_count(storage: DataFileStorage, location: str) -> int:
     """The row count in a parquet file's footer (reads the footer only)."""
     try:
         with storage.open_parquet(location) as source:
@@ -114,7 +117,9 @@ def footer_row_count(storage: Storage, location: str) -> int:
         raise StorageError(f"cannot read the parquet footer of {location}: {e}") from e
 
 
-def footer_column_types(storage: Storage, location: str, names: Iterable[str]) -> tuple[str, ...]:
+def footer_column_types(
+    storage: DataFileStorage, location: str, names: Iterable[str]
+) -> tuple[str, ...]:
     """The arrow types, as text, that a parquet file's footer gives the top-level columns
     `names` ("" for a column the file lacks); reads the footer only."""
     try:
@@ -131,7 +136,7 @@ def footer_column_types(storage: Storage, location: str, names: Iterable[str]) -
 
 
 @contextlib.contextmanager
-def open_parquet_file(storage: Storage, location: str) -> Iterator[pq.ParquetFile]:
+def open_parquet_file(storage: DataFileStorage, location: str) -> Iterator[pq.ParquetFile]:
     """One open parquet file (footer read once) for `row_group_stats` and `iter_file_batches`."""
     try:
         with storage.open_parquet(location) as source:
@@ -143,7 +148,7 @@ def open_parquet_file(storage: Storage, location: str) -> Iterator[pq.ParquetFil
 
 
 def iter_file_batches(
-    storage: Storage,
+    storage: DataFileStorage,
     location: str,
     columns: list[str] | None = None,
     batch_size: int = 65536,
@@ -191,7 +196,7 @@ def _batches(
 
 
 def row_group_stats(
-    storage: Storage, location: str, parquet: pq.ParquetFile | None = None
+    storage: DataFileStorage, location: str, parquet: pq.ParquetFile | None = None
 ) -> list[RowGroupStats]:
     """Min, max and null count per column of each row group, from the footer.
 
@@ -257,7 +262,7 @@ def data_file_name(compression: str = "snappy") -> str:
 
 
 def write_data_file(
-    storage: Storage,
+    storage: DataFileStorage,
     *,
     partition_dir: str,
     batches: Iterable[pa.RecordBatch],
@@ -274,7 +279,7 @@ def write_data_file(
     buffered into row groups of up to `row_group_size` rows or `row_group_bytes` bytes;
     `stats` sees every batch. The file goes to a temp file first, so memory stays bounded:
     on local disk a temp file beside the target, fsynced and renamed into place; elsewhere
-    a local temp file, then one `Storage.write` (up to 64 MiB) or a streamed upload, which
+    a local temp file, then one `write` (up to 64 MiB) or a streamed upload, which
     object stores publish only when complete. Nothing of a failed write is left behind.
     """
     name = data_file_name(compression)
@@ -299,7 +304,7 @@ def write_data_file(
         raise StorageError(f"the data file {location} is missing right after it was written")
     mtime = info.modification_time_ms
     return WrittenFile(
-        relative_path=Storage.encode_for_log(relative),
+        relative_path=encode_for_log(relative),
         location=location,
         size=info.size,
         num_records=num_records,
@@ -404,7 +409,7 @@ def _write_local(
 
 
 def _write_remote(
-    storage: Storage,
+    storage: DataFileStorage,
     location: str,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema,
@@ -522,7 +527,7 @@ def _timestamp_unit(column: pq.ColumnSchema) -> str | None:
     return _PARQUET_TIME_UNITS.get(json.loads(logical.to_json()).get("timeUnit"))
 
 
-def _upload(storage: Storage, location: str, source: IO[bytes]) -> None:
+def _upload(storage: DataFileStorage, location: str, source: IO[bytes]) -> None:
     """Stream a local file to `location`; a failed upload leaves no file behind."""
     fs, path = storage.arrow_filesystem(location)
     try:

@@ -21,13 +21,13 @@ from dvtool.core import file_layout
 from dvtool.core.row_tracking import MaterializedColumns
 from dvtool.core.schema import StructType
 from dvtool.data_files import WrittenFile
-from dvtool.storage import Storage
 
 if TYPE_CHECKING:  # only scans need it; sqlglot and acero cost ~0.1 s at start-up
     from pyroaring import BitMap64  # the driver's row sets; executors never import it
 
     from dvtool.log.snapshot import Snapshot
     from dvtool.predicate import Predicate
+    from dvtool.storage.data_file_storage import DataFileStorage
 
 Progress = Callable[[int], None]
 
@@ -55,7 +55,7 @@ class TableLayout:
     statistics. `variant_columns`: physical names of top-level variant columns.
     """
 
-    storage: Storage
+    storage: DataFileStorage
     schema: StructType
     partition_columns: tuple[str, ...]
     column_mapping_mode: str
@@ -66,7 +66,7 @@ class TableLayout:
     variant_columns: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, storage: Storage, snapshot: Snapshot) -> TableLayout:
+    def of(cls, storage: DataFileStorage, snapshot: Snapshot) -> TableLayout:
         """The layout of the table at `snapshot` (see `dvtool.core.file_layout`)."""
         mode = snapshot.column_mapping_mode
         options = file_layout.layout_options(

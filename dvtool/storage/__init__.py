@@ -67,9 +67,30 @@ is named in brackets; import everything from `dvtool.storage`, not from them):
 
 from __future__ import annotations
 
-# The option conversion, which tests/test_storage.py checks directly.
-from dvtool.storage.backends import fsspec_options as _fsspec_options  # noqa: F401
+from typing import TYPE_CHECKING, Any
+
 from dvtool.storage.listing import FileInfo, TreeEntry
-from dvtool.storage.table_storage import ReadableFile, Storage
+
+if TYPE_CHECKING:
+    from dvtool.storage.table_storage import ReadableFile, Storage
 
 __all__ = ["FileInfo", "ReadableFile", "Storage", "TreeEntry"]
+
+# Loaded on first use: fsspec is not imported until a command opens a table, and Spark
+# executors, which import `arrow_storage` and have no fsspec, never import it.
+_LAZY = {
+    "Storage": ("dvtool.storage.table_storage", "Storage"),
+    "ReadableFile": ("dvtool.storage.table_storage", "ReadableFile"),
+    "_fsspec_options": ("dvtool.storage.backends", "fsspec_options"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value

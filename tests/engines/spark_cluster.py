@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyspark
-from pyroaring import BitMap64
 
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.dvstore import DVStore
@@ -267,7 +267,7 @@ def bins_from_json(layout: TableLayout, spec: list[dict[str, Any]]) -> list[Rewr
             RewriteInput(
                 i["path"],
                 layout.storage.resolve(i["path"]),
-                None if i.get("drop") is None else BitMap64(i["drop"]),
+                None if i.get("drop") is None else np.array(i["drop"], dtype=np.uint64),
             )
             for i in b["inputs"]
         )

@@ -35,8 +35,29 @@ conversions: scans and Connect rewrites use them, classic rewrites do not.
 
 from __future__ import annotations
 
-from dvtool.engines.spark.engine import SparkEngine
-from dvtool.engines.spark.failures import SparkEngineError
-from dvtool.engines.spark.paths import hadoop_path, spark_path_key
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dvtool.engines.spark.engine import SparkEngine
+    from dvtool.engines.spark.failures import SparkEngineError
+    from dvtool.engines.spark.paths import hadoop_path, spark_path_key
 
 __all__ = ["SparkEngine", "SparkEngineError", "hadoop_path", "spark_path_key"]
+# Imported on first use: executors import `tasks` through this package and must not pay for
+# (or need the dependencies of) the driver side.
+_HOMES = {
+    "SparkEngine": "engine",
+    "SparkEngineError": "failures",
+    "hadoop_path": "paths",
+    "spark_path_key": "paths",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

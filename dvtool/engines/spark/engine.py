@@ -77,7 +77,7 @@ from dvtool.engines.spark.tasks import (
     written_files,
 )
 from dvtool.errors import UsageError
-from dvtool.storage import Storage
+from dvtool.storage.data_file_storage import DataFileStorage
 
 if TYPE_CHECKING:  # the predicate module (sqlglot) costs every rewrite worker ~0.1 s to import
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -197,7 +197,7 @@ class SparkEngine:
         return reader.parquet(*paths)
 
     def _spark_paths(
-        self, data: DataFrame, storage: Storage, locations: Sequence[str]
+        self, data: DataFrame, storage: DataFileStorage, locations: Sequence[str]
     ) -> list[list[str]]:
         """Per location, the strings Spark reports for it (`inputFiles()`, both spellings)."""
         options = _storage_options(storage)
@@ -318,6 +318,6 @@ def _metadata(data: DataFrame) -> Column:
     return F.col("_metadata")
 
 
-def _storage_options(storage: Storage) -> dict[str, Any]:
+def _storage_options(storage: DataFileStorage) -> dict[str, Any]:
     """The options the table's storage was opened with (to open it again on executors)."""
     return dict(storage.options)

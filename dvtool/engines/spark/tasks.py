@@ -50,7 +50,8 @@ from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin
 from dvtool.engines.spark.failures import SparkEngineError
 from dvtool.errors import DvtoolError
-from dvtool.storage import Storage
+from dvtool.storage.arrow_storage import ArrowStorage
+from dvtool.storage.data_file_storage import DataFileStorage
 
 if TYPE_CHECKING:
     from dvtool.core.schema import StructType
@@ -159,9 +160,15 @@ class WriteJob:
     configuration: Mapping[str, str]
     layout_options: Mapping[str, Any]
 
+    def __post_init__(self) -> None:
+        """On the driver: refuse storage options the executors' pyarrow filesystems cannot
+        take before any task starts (unpickling on an executor does not run this)."""
+        ArrowStorage(self.root, self.options).check_options()
+
     def layout(self) -> TableLayout:
-        """The table layout again, on the executor: storage reopened with the same options."""
-        storage = Storage.for_table(self.root, self.options)
+        """The table layout again, on the executor: the table reached through pyarrow's
+        filesystems (`ArrowStorage`; executors have no fsspec) with the same options."""
+        storage = ArrowStorage(self.root, self.options)
         return TableLayout(
             storage,
             self.schema,
@@ -279,7 +286,7 @@ def _task_error(exc: Exception, rewrite_bin: RewriteBin) -> str:
 
 
 def written_files(
-    storage: Storage, count: int, rows: Sequence[tuple[Any, ...]]
+    storage: DataFileStorage, count: int, rows: Sequence[tuple[Any, ...]]
 ) -> list[WrittenFile | None]:
     """On the driver: the tasks' rows as one result per bin; on any error or gap, delete
     what was written.
