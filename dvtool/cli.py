@@ -132,8 +132,13 @@ def _engine_factory(
 ) -> EngineFactory:
     from dvtool.engines import SparkSettings, choose_engine
 
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx else None
     settings = SparkSettings.from_options(
-        spark_master, spark_remote, _key_values(spark_conf, "--spark-conf")
+        spark_master,
+        spark_remote,
+        _key_values(spark_conf, "--spark-conf"),
+        verbose=bool(root and root.get("verbose")),
     )
     return lambda size: choose_engine(engine, settings, size, spark_threshold)
 

@@ -2,8 +2,9 @@
 
 `arrow` runs in-process on pyarrow; `spark` runs on a PySpark session (local, a cluster
 master, or Spark Connect) and is the only package that imports pyspark, lazily, when chosen.
-`auto` picks Spark when a master or remote is configured or the bytes to rewrite exceed the
-threshold (default 1 GiB), arrow otherwise.
+`auto` picks Spark when a master or remote is configured, when dvtool runs in a driver
+spark-submit started (`in_spark_driver()`), or when the bytes to rewrite exceed the threshold
+(default 1 GiB), arrow otherwise.
 
 PySpark (with pandas, which its Arrow exchange needs) is the optional extra `dvtool[spark]`:
 asking for Spark without it is a usage error saying what to install, while `auto` over the
@@ -17,38 +18,59 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from dvtool.engines.base import Engine
 from dvtool.errors import UsageError
+
+if TYPE_CHECKING:  # executors import dvtool.engines.* packages: keep this one light
+    from dvtool.engines.base import Engine
 
 ENGINES = ("auto", "arrow", "spark")
 DEFAULT_SPARK_THRESHOLD = 1024**3
 MASTER_ENV = "DVTOOL_SPARK_MASTER"
 REMOTE_ENV = "DVTOOL_SPARK_REMOTE"
+# PySpark's driver, when spark-submit started it, finds the JVM's gateway through these.
+GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
+
+
+def in_spark_driver() -> bool:
+    """True in a Python driver that spark-submit started (its JVM runs and waits for it)."""
+    return bool(os.environ.get(GATEWAY_ENV))
 
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """Where and how to run Spark: a master URL (default `local[*]`) or a Connect remote."""
+    """Where and how to run Spark: a master URL (default `local[*]`) or a Connect remote.
+
+    In a driver spark-submit started, no master means spark-submit's session (its master and
+    confs). `verbose` leaves the output and logging of a JVM dvtool starts alone (the CLI's
+    `-v`); otherwise dvtool keeps them off the terminal (see `dvtool.engines.spark.session`).
+    """
 
     master: str | None = None
     remote: str | None = None
     conf: Mapping[str, str] = field(default_factory=dict)
+    verbose: bool = False
 
     @classmethod
     def from_options(
-        cls, master: str | None, remote: str | None, conf: Mapping[str, str]
+        cls,
+        master: str | None,
+        remote: str | None,
+        conf: Mapping[str, str],
+        verbose: bool = False,
     ) -> SparkSettings:
         """Options first, then DVTOOL_SPARK_MASTER / DVTOOL_SPARK_REMOTE."""
         master = master or os.environ.get(MASTER_ENV) or None
         remote = remote or os.environ.get(REMOTE_ENV) or None
         if master and remote:
             raise UsageError("--spark-master and --spark-remote cannot be used together")
-        return cls(master, remote, dict(conf))
+        return cls(master, remote, dict(conf), verbose)
 
     @property
     def configured(self) -> bool:
-        return bool(self.master or self.remote)
+        """A master or remote is set, or spark-submit runs dvtool (`auto` then uses Spark)."""
+        return bool(self.master or self.remote) or in_spark_driver()
 
 
 def missing_spark_packages(*, pandas: bool) -> list[str]:

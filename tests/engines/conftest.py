@@ -1,6 +1,10 @@
 """Fixtures for the Spark engine tests: Spark servers on 127.0.0.1, stopped by process id.
 
 The helpers live in spark_cluster.py; pyspark is imported only when a fixture is used.
+`spark_standalone` and `spark_connect` give the workers this venv's interpreter and the
+repository; `stock_standalone` and `stock_connect` (one per module) give them the stock
+interpreter of stock_python.py (pyarrow, pandas, numpy only), as on a real cluster, and
+check with a Spark job that the executors really run it and cannot import dvtool.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tests.engines.spark_cluster import Server
 
 
@@ -37,3 +43,37 @@ def spark_connect(tmp_path: Path) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+def _stock_server(
+    factory: pytest.TempPathFactory, name: str, start: Callable[..., Server]
+) -> Iterator[Server]:
+    """`start(workdir, worker_python=stock_python())`, probed, then killed afterwards."""
+    from tests.engines.stock_python import probe_executors, stock_python
+
+    workdir = factory.mktemp(name)
+    server = start(workdir / "server", worker_python=stock_python())
+    try:
+        probe_executors(server, workdir / "probe")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def stock_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A standalone master and worker whose executors run the stock Python (module-wide).
+
+    Drivers must run in `server.driver_env()` (PYSPARK_PYTHON is the stock interpreter).
+    """
+    from tests.engines.spark_cluster import start_standalone
+
+    yield from _stock_server(tmp_path_factory, "stock-standalone", start_standalone)
+
+
+@pytest.fixture(scope="module")
+def stock_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A Spark Connect server whose executors run the stock Python (module-wide)."""
+    from tests.engines.spark_cluster import start_connect
+
+    yield from _stock_server(tmp_path_factory, "stock-connect", start_connect)

@@ -5,6 +5,7 @@
 - `start_connect(workdir)` starts a Spark Connect server (`SparkConnectServer` through
   `spark-submit`, master `local[1]`) on 127.0.0.1 and waits until its port accepts.
 - `Server.stop()` kills a server's process group by its id (SIGTERM, then SIGKILL).
+- `Server.driver_env()` is the environment for a driver (or Connect client) process of it.
 - `table_scan(root)` gives the TableLayout and ScanFiles of a Delta table, as `dvtool delete`
   builds them (current DVs loaded).
 - `python -m tests.engines.spark_cluster SPEC.json` runs `SparkEngine.find_matches` and
@@ -12,7 +13,23 @@
   switches PySpark into Connect mode for the whole process) and prints the results as JSON.
 
 Everything binds to 127.0.0.1. The servers run the pip-installed PySpark (SPARK_HOME is the
-pyspark package directory) and, as Python workers, this interpreter.
+pyspark package directory) and, as Python workers, this interpreter with the repository on
+PYTHONPATH - unless started with `worker_python` (a stock interpreter, tests/engines/
+stock_python.py): then the executors' Python workers run that interpreter in an environment
+without PYTHONPATH (`stock_python.clean_env`), as on a real cluster, and import only what
+Spark puts on their path (pyspark.zip, py4j) and what the session ships. How PySpark picks
+the workers' Python:
+
+- standalone: the driver's `PYSPARK_PYTHON` when its SparkContext starts (`driver_env()`
+  sets it); the Python workers' environment is the executor's (inherited from the Worker
+  daemon, which runs in the clean environment) plus `spark.executorEnv.*`, and their
+  PYTHONPATH is Spark's own plus the executor's PYTHONPATH (none) plus shipped files.
+- Spark Connect: the server is the driver; it takes `PYSPARK_PYTHON` from its own
+  environment (clean, PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON the stock interpreter), and
+  with master `local[1]` its Python workers inherit the server's environment.
+
+`stock_python.probe_executors(server, workdir)` proves it with a Spark job in a child
+process (`{"probe": true}` spec) that reports the executors' `sys.executable` and imports.
 """
 
 from __future__ import annotations
@@ -38,6 +55,7 @@ from dvtool.dvstore import DVStore
 from dvtool.engines import SparkSettings
 from dvtool.engines.base import RewriteBin, RewriteInput, ScanFile, TableLayout
 from dvtool.log.reader import open_log
+from tests.engines.stock_python import clean_env
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +69,12 @@ DRIVER_CONF = {
     "spark.default.parallelism": "2",
     "spark.python.worker.reuse": "true",
 }
+# For short-lived test drivers and executors: C1 only and the serial GC start the JVMs faster
+# (a standalone `optimize --purge` of a small table: 10 s instead of 15 s on 2 cores).
+QUICK_JVM = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
 
 
 def free_port() -> int:
@@ -59,16 +83,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spark_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        SPARK_HOME=str(SPARK_HOME),
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        SPARK_LOCAL_IP=LOCALHOST,
-        SPARK_LOCAL_HOSTNAME=LOCALHOST,
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-    )
+def spark_env(worker_python: Path | None = None) -> dict[str, str]:
+    """The environment of the Spark servers (master, worker, Connect server).
+
+    By default this interpreter with the repository on PYTHONPATH; with `worker_python`,
+    `clean_env()` (no PYTHONPATH, no venv on PATH) and that interpreter as the Python.
+    """
+    if worker_python is None:
+        env = dict(os.environ)
+        env.update(
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+        )
+    else:
+        env = clean_env()
+        env.update(PYSPARK_PYTHON=str(worker_python), PYSPARK_DRIVER_PYTHON=str(worker_python))
+    env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP=LOCALHOST, SPARK_LOCAL_HOSTNAME=LOCALHOST)
+    return env
+
+
+def driver_env(worker_python: Path | None = None) -> dict[str, str]:
+    """The environment of a driver process: this venv, the repository on PYTHONPATH.
+
+    With `worker_python`, PYSPARK_PYTHON is that interpreter: a classic SparkContext gives
+    it to the executors as their Python (a Connect client ignores it).
+    """
+    env = spark_env()
+    if worker_python is not None:
+        env["PYSPARK_PYTHON"] = str(worker_python)
     return env
 
 
@@ -81,6 +124,11 @@ class Server:
     log: Path
     url: str = ""
     extra: list[Server] = field(default_factory=list)
+    worker_python: Path | None = None
+
+    def driver_env(self) -> dict[str, str]:
+        """The environment for a driver or client process of this server."""
+        return driver_env(self.worker_python)
 
     def log_tail(self, lines: int = 30) -> str:
         with contextlib.suppress(OSError):
@@ -109,7 +157,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def _spawn(name: str, args: list[str], workdir: Path) -> Server:
+def _spawn(name: str, args: list[str], workdir: Path, worker_python: Path | None) -> Server:
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
@@ -119,10 +167,10 @@ def _spawn(name: str, args: list[str], workdir: Path) -> Server:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=workdir,
-            env=spark_env(),
+            env=spark_env(worker_python),
             start_new_session=True,
         )
-    return Server(name, process, log)
+    return Server(name, process, log, worker_python=worker_python)
 
 
 def _wait(server: Server, ready: Any, timeout: float, what: str) -> None:
@@ -137,8 +185,14 @@ def _wait(server: Server, ready: Any, timeout: float, what: str) -> None:
     raise RuntimeError(f"{server.name}: no {what} after {timeout}s: {server.log_tail()}")
 
 
-def start_standalone(workdir: Path, timeout: float = 120) -> Server:
-    """A standalone master with one ALIVE worker; `url` is `spark://127.0.0.1:PORT`."""
+def start_standalone(
+    workdir: Path, timeout: float = 120, worker_python: Path | None = None
+) -> Server:
+    """A standalone master with one ALIVE worker; `url` is `spark://127.0.0.1:PORT`.
+
+    With `worker_python`, master and worker run in `spark_env(worker_python)`; a driver
+    must run in `Server.driver_env()` for its executors to use that interpreter.
+    """
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port, webui, worker_ui = free_port(), free_port(), free_port()
     master = _spawn(
@@ -154,6 +208,7 @@ def start_standalone(workdir: Path, timeout: float = 120) -> Server:
             str(webui),
         ],
         workdir,
+        worker_python,
     )
     master.url = f"spark://{LOCALHOST}:{port}"
     try:
@@ -175,6 +230,7 @@ def start_standalone(workdir: Path, timeout: float = 120) -> Server:
                 str(workdir / "work"),
             ],
             workdir,
+            worker_python,
         )
         master.extra.append(worker)
 
@@ -191,8 +247,12 @@ def start_standalone(workdir: Path, timeout: float = 120) -> Server:
     return master
 
 
-def start_connect(workdir: Path, timeout: float = 120) -> Server:
-    """A Spark Connect server (master local[1]); `url` is `sc://127.0.0.1:PORT`."""
+def start_connect(workdir: Path, timeout: float = 120, worker_python: Path | None = None) -> Server:
+    """A Spark Connect server (master local[1]); `url` is `sc://127.0.0.1:PORT`.
+
+    With `worker_python`, the server runs in `spark_env(worker_python)`: its Python workers
+    (its executors', as it is the driver) use that interpreter without PYTHONPATH.
+    """
     port = free_port()
     conf = {
         **DRIVER_CONF,
@@ -210,7 +270,7 @@ def start_connect(workdir: Path, timeout: float = 120) -> Server:
     ]
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
-    server = _spawn("connect", args, workdir)
+    server = _spawn("connect", args, workdir, worker_python)
     server.url = f"sc://{LOCALHOST}:{port}"
 
     def listening() -> bool:
@@ -279,7 +339,14 @@ def bins_from_json(layout: TableLayout, spec: list[dict[str, Any]]) -> list[Rewr
 
 
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the engine as `spec` says; bitmaps come back as row lists, files as dicts."""
+    """Run the engine as `spec` says; bitmaps come back as row lists, files as dicts.
+
+    `{"probe": true, "master" | "remote": ...}` runs `executor_report` instead.
+    """
+    if spec.get("probe"):
+        from tests.engines.stock_python import executor_report
+
+        return executor_report(spec.get("master"), spec.get("remote"), DRIVER_CONF | QUICK_JVM)
     from dvtool.engines.spark import SparkEngine
     from dvtool.predicate import Predicate
 
@@ -312,8 +379,13 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_in_child(spec: dict[str, Any], workdir: Path, timeout: float = 240) -> dict[str, Any]:
-    """`run_spec(spec)` in a new Python process; its JSON result."""
+def run_in_child(
+    spec: dict[str, Any],
+    workdir: Path,
+    timeout: float = 240,
+    worker_python: Path | None = None,
+) -> dict[str, Any]:
+    """`run_spec(spec)` in a new Python process (in `driver_env(worker_python)`); its result."""
     path = workdir / "spec.json"
     path.write_text(json.dumps(spec))
     done = subprocess.run(
@@ -321,7 +393,7 @@ def run_in_child(spec: dict[str, Any], workdir: Path, timeout: float = 240) -> d
         capture_output=True,
         text=True,
         cwd=REPO,
-        env=spark_env(),
+        env=driver_env(worker_python),
         timeout=timeout,
         check=False,
     )

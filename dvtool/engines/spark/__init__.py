@@ -8,8 +8,9 @@ documenting its own part (import the names below from `dvtool.engines.spark`, no
 - `engine`: `SparkEngine`, the driver side: the scan's plan (one parquet read, the predicate
   in `.where`, a broadcast join for paths and partition values) and the rewrite's schedule
   (one task per bin, on an RDD or, for Spark Connect, a DataFrame).
-- `session`: creating the session (confs, the executors' Python) and progress from Spark's
-  status tracker.
+- `session`: creating the session (confs, the executors' Python, a quiet JVM start) and
+  progress from Spark's status tracker.
+- `shipping`: dvtool's own package, zipped and added to every session the engine uses.
 - `failures`: `SparkEngineError`, Spark's failures with their message on one line.
 - `paths`: dvtool locations as Hadoop paths, and the paths Spark reports matched back to
   them (`hadoop_path`, `spark_path_key`). No pyspark.
@@ -18,19 +19,18 @@ documenting its own part (import the names below from `dvtool.engines.spark`, no
 - `tasks`: everything that runs on the executors (matches of a scan, the writes of a
   rewrite) and the Arrow rows they exchange with the driver. No pyspark.
 
-Executors run dvtool code: dvtool, pyarrow and pyroaring (and the fsspec backend of
-the table, e.g. s3fs) must be importable by the Python workers. For `local[*]` and a
-standalone cluster on the same machine that is the same virtual environment (set
-`PYSPARK_PYTHON` to its interpreter for standalone workers); on a real cluster install dvtool
-in the image or ship a wheel, e.g. `--spark-conf spark.submit.pyFiles=dvtool.whl` (pyarrow
-and pyroaring must be installed there). The storage options (`--storage-option`) reach the
-executors with the table root in the function's closure, and the executors need the
-credentials the fsspec backend reads (environment, instance profile) to read and write
-data files. Scans use Spark's own parquet reader, which goes through Hadoop's filesystems
-instead, so for scans object stores need their Hadoop connector and credentials configured
-through `--spark-conf` (e.g. `spark.jars.packages=org.apache.hadoop:hadoop-aws:...` and
-`spark.hadoop.fs.s3a.*`). PySpark needs pandas on the driver for `mapInArrow` and Arrow
-conversions: scans and Connect rewrites use them, classic rewrites do not.
+Executors run dvtool code. The engine ships dvtool's own pure-Python package to every
+session it uses (`shipping`), so the executors need no dvtool installed, only the
+dependencies of its executor code (pyarrow, numpy) in the Python PySpark starts for them:
+PYSPARK_PYTHON or `spark.pyspark.python` (for `local` masters dvtool picks this
+interpreter). The storage options (`--storage-option`) reach the executors with the table
+root in the function's closure, and the executors need the credentials the storage backend
+reads (environment, instance profile) to read and write data files. Scans use Spark's own
+parquet reader, which goes through Hadoop's filesystems instead, so for scans object stores
+need their Hadoop connector and credentials configured through `--spark-conf` (e.g.
+`spark.jars.packages=org.apache.hadoop:hadoop-aws:...` and `spark.hadoop.fs.s3a.*`). PySpark
+needs pandas on the driver for `mapInArrow` and Arrow conversions: scans and Connect
+rewrites use them, classic rewrites do not.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -59,7 +59,8 @@ from dvtool.engines.spark.schema import (
     read_schema,
     scan_conf,
 )
-from dvtool.engines.spark.session import create_session, session_conf, tracking
+from dvtool.engines.spark.session import borrowed_conf, create_session, session_conf, tracking
+from dvtool.engines.spark.shipping import is_connect_session, ship
 from dvtool.engines.spark.tasks import (
     BIN_ID_COLUMN,
     FILE_COLUMN,
@@ -90,34 +91,70 @@ _MAX_WRITE_PARTITIONS = 2000
 
 
 class SparkEngine:
-    """Scans and rewrites data files on a PySpark session (see the module docstring)."""
+    """Scans and rewrites data files on a PySpark session (see the module docstring).
+
+    `SparkEngine(settings)` creates its session on first use (`session.create_session`) and
+    `stop()` ends it. `SparkEngine(session=spark)` (or `from_session(spark)`) borrows a
+    session the caller made, classic or Spark Connect: the engine sets only the SQL confs its
+    operations need (`session.borrowed_conf()`) while it uses the session, `stop()` restores
+    their previous values and leaves the session running. Either way dvtool's own package is
+    added to the session once (`shipping.ship`), so executors import the driver's dvtool.
+    """
 
     name = "spark"
 
-    def __init__(self, settings: SparkSettings | None = None) -> None:
+    def __init__(
+        self, settings: SparkSettings | None = None, *, session: SparkSession | None = None
+    ) -> None:
         self.settings = settings or SparkSettings()
-        self._spark: SparkSession | None = None
+        self._spark: SparkSession | None = session
+        self._owned = session is None
+        self._connect = (
+            bool(self.settings.remote) if session is None else is_connect_session(session)
+        )
+        self._prepared = False
+        self._restore = ExitStack()
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_session(cls, spark: SparkSession) -> SparkEngine:
+        """An engine on `spark`, a session the caller created and keeps (not stopped by it)."""
+        return cls(session=spark)
 
     # -- session -------------------------------------------------------------------------
 
     @property
     def is_connect(self) -> bool:
         """True when the engine talks to a Spark Connect server."""
-        return bool(self.settings.remote)
+        return self._connect
 
     def session(self) -> SparkSession:
-        """The Spark session, created on first use and reused."""
+        """The Spark session: created (or borrowed) on first use, dvtool shipped to it once."""
         with self._lock:
             if self._spark is None:
                 self._spark = create_session(self.settings)
-            return self._spark
+            spark = self._spark
+            if not self._prepared:
+                with spark_errors("prepare the Spark session"):
+                    if not self._owned:
+                        self._restore.enter_context(session_conf(spark, borrowed_conf()))
+                    ship(spark)
+                self._prepared = True
+            return spark
 
     def stop(self) -> None:
-        """Stop the session (a Connect session only closes; the server keeps running)."""
+        """Stop a session the engine created (a Connect session only closes; the server keeps
+        running); a borrowed session keeps running, with its SQL confs restored."""
         with self._lock:
-            spark, self._spark = self._spark, None
-        if spark is not None:
+            spark = self._spark
+            restore, self._restore = self._restore, ExitStack()
+            self._prepared = False
+            if self._owned:
+                self._spark = None
+        if not self._owned:
+            with spark_errors("restore the Spark session's confs"):
+                restore.close()
+        elif spark is not None:
             spark.stop()
 
     def __enter__(self) -> SparkEngine:

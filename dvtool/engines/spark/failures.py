@@ -2,8 +2,10 @@
 
 Spark (through py4j, or gRPC for Spark Connect) raises its own exception types with
 messages that span a JVM stack trace. The engine promises a `SparkEngineError` whose message
-is the one line that says most - Spark's own, or the exception a Python worker raised - while
-dvtool's own errors and dvtool bugs still surface as themselves.
+is the one line that says most - the exception a Python worker raised (the last line of the
+Python traceback Spark's message carries), else Spark's own - while dvtool's own errors and
+dvtool bugs still surface as themselves. When a Python worker could not import a module, the
+error's hint says so: "executors cannot import X: ...".
 """
 
 from __future__ import annotations
@@ -13,6 +15,13 @@ import re
 from collections.abc import Iterator
 
 from dvtool.errors import DvtoolError
+
+_TRACEBACK = "Traceback (most recent call last):"
+# The line that ends a Python traceback: `name: message` or a bare exception name, unindented.
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(: |:?$)")
+_JAVA_ERROR = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
+_MISSING_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): No module named '([^'.]+)")
+_MAX_CHARS = 500
 
 
 class SparkEngineError(DvtoolError):
@@ -30,15 +39,45 @@ def spark_errors(action: str) -> Iterator[None]:
         top = type(exc).__module__.partition(".")[0]
         if top not in ("pyspark", "py4j", "grpc"):
             raise
-        raise SparkEngineError(f"cannot {action} with Spark: {_one_line(exc)}") from exc
+        line = _one_line(exc)
+        raise SparkEngineError(f"cannot {action} with Spark: {line}", _hint(exc)) from exc
 
 
 def _one_line(exc: BaseException) -> str:
     """The line of a Spark exception's message that says most, at most 500 characters."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    # A Python worker's failure ends with the exception it raised: that line says most.
-    text = lines[0] if lines else type(exc).__name__
-    for line in lines:
-        if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line) and "JVM stacktrace" not in line:
-            text = line
-    return text if len(text) <= 500 else text[:497] + "..."
+    text = str(exc)
+    line = _worker_error(text)
+    if line is None:
+        # py4j puts the Java exception on a line of its own after ": ".
+        lines = [line.strip().removeprefix(": ") for line in text.splitlines() if line.strip()]
+        line = lines[0] if lines else type(exc).__name__
+        for candidate in lines:
+            if _JAVA_ERROR.match(candidate) and "JVM stacktrace" not in candidate:
+                line = candidate
+    return line if len(line) <= _MAX_CHARS else line[: _MAX_CHARS - 3] + "..."
+
+
+def _worker_error(text: str) -> str | None:
+    """The exception line of the last Python traceback in `text` (a Python worker's error)."""
+    found = None
+    inside = False
+    for raw in text.splitlines():
+        if raw.rstrip().endswith(_TRACEBACK):
+            inside = True
+        elif inside and raw[:1].strip() and _PYTHON_ERROR.match(raw):
+            found = raw.strip()
+            inside = False
+    return found
+
+
+def _hint(exc: BaseException) -> str | None:
+    """For a Python worker that could not import a module: which, and what to do."""
+    line = _worker_error(str(exc))
+    missing = _MISSING_MODULE.match(line or "")
+    if missing is None:
+        return None
+    name = missing.group(1)
+    return (
+        f"executors cannot import {name}: install it in the executors' Python environment "
+        "(PYSPARK_PYTHON / spark.pyspark.python), or ship one (spark.archives)"
+    )

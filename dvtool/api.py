@@ -1,0 +1,132 @@
+"""dvtool's Python API: `delete` and `optimize` on a table, in-process or on your Spark session.
+
+Both open the table at `table` (a local path or an fsspec URI such as `s3://bucket/t`, with
+`storage_options` for its backend, as `--storage-option` gives the CLI), run the command and
+return its result object - the one `--json` prints. With `spark=` (a classic SparkSession
+or a Spark Connect one) the data-heavy part runs on that session: dvtool adds its own
+package to it (once per session, so the executors need only pyarrow and numpy, not dvtool),
+sets the SQL confs it needs (`spark.sql.session.timeZone=UTC`, `spark.sql.ansi.enabled=true`,
+`spark.sql.execution.arrow.maxRecordsPerBatch`) only while it runs, restores them afterwards,
+and never stops the session. Without `spark=` it runs in-process on pyarrow.
+
+    import dvtool
+
+    result = dvtool.delete("s3://bucket/events", "day < DATE '2024-01-01'", spark=spark,
+                           storage_options={"region": "eu-west-1"})
+    print(result.version, result.metrics["numDeletedRows"])
+    dvtool.optimize("s3://bucket/events", purge=True, spark=spark)
+
+Errors are `dvtool.DvtoolError` subclasses (from `dvtool.errors`, with a message meant for
+people): `UsageError` (invalid arguments, e.g. a predicate on a missing column or `mode`),
+`PredicateError` (SQL dvtool cannot parse or evaluate), `TableNotFoundError`, `LogError`
+(a malformed log), `UnsupportedFeatureError` (a table feature dvtool does not implement),
+`DeletionVectorError`, `StorageError` (reads and writes; `CommitOutcomeUnknownError` when a
+commit's outcome cannot be confirmed), `CommitConflictError` (a concurrent writer won every
+retry), `WriteRefusedError`, and `dvtool.engines.spark.SparkEngineError` (Spark could not run a
+scan or a rewrite; its message is the executor's own error on one line).
+
+Importing `dvtool` imports neither this module's dependencies nor pyspark: `dvtool.delete` and
+`dvtool.optimize` load it on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dvtool.errors import UsageError
+
+if TYPE_CHECKING:
+    from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.optimize import OptimizeResult
+    from dvtool.engines.base import Engine
+    from dvtool.log.reader import DeltaLog
+
+__all__ = ["delete", "optimize"]
+
+
+def delete(
+    table: str | os.PathLike[str],
+    where: str,
+    *,
+    mode: str = "auto",
+    dry_run: bool = False,
+    spark: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> DeleteResult:
+    """Delete the rows of `table` matching `where`; what `dvtool delete` does.
+
+    `where` is a Spark SQL boolean predicate on the table's columns. `mode` is `"dv"`
+    (write deletion vectors), `"cow"` (rewrite the files without the rows) or `"auto"` (`dv`
+    when the table enables deletion vectors). `dry_run` plans and writes nothing. `spark` is a
+    SparkSession to scan (and for `cow` rewrite) on, kept running; None runs in-process.
+    Returns the `DeleteResult`: `version` is the committed version (None for a dry run or
+    when nothing matched), `metrics` Delta's operation metrics, `changes` one entry per file.
+    Conflicting concurrent commits are retried (re-planned) up to 10 times.
+    """
+    from dvtool.commands.delete import DeleteRequest, run_delete
+
+    log = _open(table, storage_options)
+    with _engine(spark) as engine:
+        return run_delete(log, DeleteRequest(where, mode, dry_run), engine=engine)
+
+
+def optimize(
+    table: str | os.PathLike[str],
+    *,
+    purge: bool = False,
+    min_deleted_ratio: float | None = None,
+    target_size: int | None = None,
+    where: str | None = None,
+    dry_run: bool = False,
+    spark: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> OptimizeResult:
+    """Purge deletion vectors (`purge=True`) or compact small files; what `dvtool optimize` does.
+
+    With `purge`, files with deletion vectors are rewritten without their deleted rows
+    (only those whose deleted ratio is at least `min_deleted_ratio`, 0..1, if given);
+    otherwise small files are compacted towards `target_size` bytes (default the table's
+    `delta.targetFileSize`, else 256 MiB). `where` restricts the work to partitions (a
+    predicate on partition columns only). `dry_run` plans and writes nothing. `spark` is a
+    SparkSession to rewrite on, kept running; None rewrites in-process. Returns the
+    `OptimizeResult`: `versions` the committed versions, `bins` the planned output files,
+    `metrics` Delta's operation metrics.
+    """
+    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+
+    log = _open(table, storage_options)
+    request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)
+    with _engine(spark) as engine:
+        return run_optimize(log, request, lambda _bytes: engine)
+
+
+def _open(table: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> DeltaLog:
+    from dvtool.log.reader import open_log
+
+    return open_log(os.fspath(table), dict(storage_options or {}))
+
+
+@contextlib.contextmanager
+def _engine(spark: Any) -> Iterator[Engine]:
+    """The arrow engine, or an engine on the caller's session, stopped (confs restored, the
+    session left running) at the end."""
+    if spark is None:
+        from dvtool.engines.arrow import ArrowEngine
+
+        yield ArrowEngine()
+        return
+    if not (hasattr(spark, "conf") and hasattr(spark, "createDataFrame")):
+        raise UsageError(f"spark must be a SparkSession, not {type(spark).__name__}")
+    from dvtool.engines.spark import SparkEngine
+
+    engine = SparkEngine.from_session(spark)
+    try:
+        yield engine
+    except BaseException:
+        with contextlib.suppress(Exception):  # the command's error says more
+            engine.stop()
+        raise
+    engine.stop()

@@ -1,0 +1,240 @@
+"""dvtool's CLI on Spark clusters whose executors have a stock Python (pyarrow, pandas, numpy).
+
+Real clusters' Python workers have what PySpark needs and nothing of dvtool: dvtool must
+ship itself to the session, and its executor code must need nothing beyond pyarrow, numpy,
+pandas and dvtool's pure-Python modules. These tests run `python -m dvtool` as a user does,
+in a child process in this venv (the driver, or the Spark Connect client), against a
+standalone cluster (`stock_standalone`) and a Spark Connect server (`stock_connect`) whose
+executors run `stock_python()` without PYTHONPATH; the fixtures prove that with a Spark job
+before the first test (tests/engines/conftest.py).
+
+Each operation - a DV delete, a copy-on-write delete, `optimize --purge` - runs on a copy of
+a small DV table (unpartitioned, and partitioned by a string with NULLs) on the
+cluster, and on another copy with `--engine arrow`; the tables must then hold the same rows
+(read with polars and with deltalake's QueryBuilder, which both apply DVs) and the JSON
+results must agree. A corrupt data file must fail a Spark rewrite with one line carrying the
+executor's own pyarrow error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+from tests.engines.spark_cluster import DRIVER_CONF, QUICK_JVM, REPO, Server, driver_env
+
+CLUSTERS = ("standalone", "connect")
+TABLES = ("flat", "partitioned")
+# The arguments of each operation after TABLE; the base tables already have DVs (id % 7 = 0).
+OPERATIONS = {
+    "dv-delete": ["delete", "--where", "s = 'b' OR v > 150", "--mode", "dv"],
+    "cow-delete": ["delete", "--where", "id % 5 = 0 AND s IS NOT NULL", "--mode", "cow"],
+    "purge": ["optimize", "--purge"],
+}
+TIMEOUT = 300  # seconds for one dvtool run
+# With `pytest -n N --dist loadgroup`, one xdist worker runs them all (one set of servers).
+pytestmark = pytest.mark.xdist_group("spark-stock")
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+
+def _batch(start: int, count: int, partitioned: bool) -> pa.Table:
+    ids = list(range(start, start + count))
+    columns: dict[str, Any] = {
+        "id": pa.array(ids, pa.int64()),
+        "s": pa.array([[None, "a", "b", "c é"][i % 4] for i in ids]),
+        "v": pa.array([None if i % 9 == 4 else i * 0.75 for i in ids], pa.float64()),
+        "d": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 40) for i in ids]),
+    }
+    if partitioned:
+        # Not "us west": polars 2.1 ignores the DVs of files whose path is %-escaped.
+        columns["p"] = pa.array([["eu", "us-west", None][i % 3] for i in ids])
+    return pa.table(columns)
+
+
+def _write_table(path: Path, partitioned: bool) -> None:
+    """Two writes of 120 rows (DVs enabled), then DVs on them from an arrow-engine delete."""
+    partition_by = ["p"] if partitioned else None
+    for start in (0, 120):
+        write_deltalake(
+            str(path),
+            _batch(start, 120, partitioned),
+            mode="append",
+            partition_by=partition_by,
+            configuration={"delta.enableDeletionVectors": "true"},
+        )
+    _check_ok(run_dvtool(["delete", str(path), "--where", "id % 7 = 0", "--engine", "arrow"]))
+
+
+@pytest.fixture(scope="module")
+def base_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The module's base tables by name (copied by every test, never changed)."""
+    root = tmp_path_factory.mktemp("stock-tables")
+    tables = {name: root / name for name in TABLES}
+    for name, path in tables.items():
+        _write_table(path, partitioned=name == "partitioned")
+    return tables
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The table's rows by id, read by polars and by deltalake (which must agree)."""
+    by_polars = pl.read_delta(str(path)).sort("id").to_dicts()
+    query = QueryBuilder().register("t", DeltaTable(str(path)))
+    by_deltalake = pa.table(query.execute("SELECT * FROM t ORDER BY id").read_all()).to_pylist()
+    assert by_polars == by_deltalake, f"polars and deltalake disagree on {path}"
+    return by_polars
+
+
+# -- running dvtool --------------------------------------------------------------------------
+
+
+def run_dvtool(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m dvtool ARGS` in a child process (env: the driver's, default this venv's)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dvtool", *args],
+        capture_output=True,
+        text=True,
+        env=env if env is not None else driver_env(),
+        cwd=cwd or REPO,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _check_ok(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON result of a successful run ({} when it printed none); fails with stderr."""
+    assert done.returncode == 0, (
+        f"{' '.join(done.args[2:])} exited {done.returncode}\n"
+        f"stdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-6000:]}"
+    )
+    out: dict[str, Any] = json.loads(done.stdout) if done.stdout.lstrip().startswith("{") else {}
+    return out
+
+
+def spark_args(server: Server) -> list[str]:
+    """--engine spark and the server: `--spark-master spark://...` or `--spark-remote sc://...`."""
+    if server.url.startswith("sc://"):
+        return ["--engine", "spark", "--spark-remote", server.url]
+    settings = DRIVER_CONF | QUICK_JVM
+    conf = [arg for key, value in settings.items() for arg in ("--spark-conf", f"{key}={value}")]
+    return ["--engine", "spark", "--spark-master", server.url, *conf]
+
+
+def run_on(server: Server, operation: list[str], table: Path) -> dict[str, Any]:
+    """Run `operation` on `table` with the Spark engine on `server`, as a user would; its JSON."""
+    args = [operation[0], str(table), *operation[1:], "--json", *spark_args(server)]
+    return _check_ok(run_dvtool(args, env=server.driver_env(), cwd=table.parent))
+
+
+def spark_work(server: Server) -> int:
+    """How much work `server` has run: applications with executors (standalone: the worker's
+    `app-*` directories) or finished jobs (Connect: the server's log)."""
+    if server.url.startswith("sc://"):
+        return server.log.read_text(errors="replace").count("finished: ")
+    return len(list((server.log.parent / "work").glob("app-*")))
+
+
+def _summary(out: dict[str, Any]) -> dict[str, Any]:
+    """What must agree between the engines in a delete's or an optimize's JSON result."""
+    if "bins" in out:
+        keys = ["numAddedFiles", "numRemovedFiles", "numDeletionVectorRowsRemoved"]
+        bins = sorted(
+            (sorted(b["inputs"]), b["input_rows"], b["rows_dropped"]) for b in out["bins"]
+        )
+        return {"metrics": {k: out["metrics"].get(k) for k in keys}, "bins": bins}
+    keys = [
+        "numDeletedRows",
+        "numAddedFiles",
+        "numRemovedFiles",
+        "numCopiedRows",
+        "numDeletionVectorsAdded",
+        "numDeletionVectorsUpdated",
+        "numDeletionVectorsRemoved",
+    ]
+    files = sorted((f["path"], f["action"], f["deleted_rows"]) for f in out["files"])
+    return {"mode": out["mode"], "metrics": {k: out["metrics"][k] for k in keys}, "files": files}
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=CLUSTERS)
+def cluster(request: pytest.FixtureRequest) -> Server:
+    """Each stock cluster in turn (its tests run together; the server lives module-wide)."""
+    server: Server = request.getfixturevalue(f"stock_{request.param}")
+    return server
+
+
+@pytest.fixture(scope="module")
+def arrow_results(base_tables: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """`(table, operation) -> (JSON, rows)` of the arrow engine, run once per module."""
+    cache: dict[tuple[str, str], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+
+    def get(table: str, operation: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        if (table, operation) not in cache:
+            copy = tmp_path_factory.mktemp(f"arrow-{table}-{operation}") / table
+            shutil.copytree(base_tables[table], copy)
+            args = [OPERATIONS[operation][0], str(copy), *OPERATIONS[operation][1:]]
+            out = _check_ok(run_dvtool([*args, "--json", "--engine", "arrow"]))
+            cache[table, operation] = (out, read_rows(copy))
+        return cache[table, operation]
+
+    return get
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_same_result_as_arrow(
+    cluster: Server,
+    operation: str,
+    table: str,
+    base_tables: dict[str, Path],
+    arrow_results: Any,
+    tmp_path: Path,
+) -> None:
+    """The operation on the stock cluster leaves the rows the arrow engine leaves."""
+    copy = tmp_path / table
+    shutil.copytree(base_tables[table], copy)
+    before = read_rows(copy)
+    work = spark_work(cluster)
+    out = run_on(cluster, OPERATIONS[operation], copy)
+    assert out.get("engine", "spark") == "spark", out
+    assert spark_work(cluster) > work, "the Spark engine ran no work on the cluster"
+    expected_out, expected_rows = arrow_results(table, operation)
+    assert _summary(out) == _summary(expected_out)
+    rows = read_rows(copy)
+    assert rows == expected_rows
+    assert rows == before if operation == "purge" else len(rows) < len(before)
+
+
+def test_executor_error_is_one_line(
+    cluster: Server, base_tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """A rewrite task that fails on an executor (a truncated data file, read by pyarrow in the
+    stock Python) fails the command with one line that carries pyarrow's own message."""
+    copy = tmp_path / "flat"
+    shutil.copytree(base_tables["flat"], copy)
+    victim = sorted(copy.glob("*.parquet"))[0]
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])
+    args = ["optimize", str(copy), "--purge", "--json", *spark_args(cluster)]
+    done = run_dvtool(args, env=cluster.driver_env(), cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    context = f"exit {done.returncode}, stderr:\n{done.stderr[-6000:]}"
+    assert done.returncode == 1, context
+    assert len(errors) == 1, context
+    assert "Parquet magic bytes not found" in errors[0], context
+    assert "Traceback" not in done.stderr and "JVM stacktrace" not in done.stderr, context
