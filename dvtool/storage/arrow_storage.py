@@ -75,7 +75,9 @@ def _map_option(protocol: str, key: str, value: str) -> dict[str, Any] | None:
     if protocol == "s3":
         return _s3_option(key, value)
     if protocol == "gs":
-        return {"access_token": value} if key == "token" else None
+        # gcsfs's `token` names a credential source; only anonymous access maps to pyarrow.
+        anonymous = (key == "token" and value == "anon") or (key == "anon" and value in _TRUE)
+        return {"anonymous": True} if anonymous else None
     if protocol == "abfs":
         names = {"account_name": "account_name", "account_key": "account_key"}
         return {names[key]: value} if key in names else None
