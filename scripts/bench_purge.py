@@ -16,7 +16,11 @@ Per repeat, in the same run, each in its own process:
 - Spark start-up alone: a process that imports dvtool's Spark engine and pyspark, starts the
   session exactly as dvtool does (`SparkEngine().session()`, local[*]) and stops it;
 - `dvtool optimize COPY --purge --engine spark --json`; "without start-up" subtracts the
-  start-up (import + session start + stop) measured above.
+  start-up (import + session start + stop) measured above;
+- with `--stock-cluster`: the same on a loopback standalone cluster (one worker) whose
+  executors' Python has only pyarrow, pandas and numpy (tests/engines/stock_python.py; no
+  dvtool: dvtool ships itself), started once before the repeats. Its "tree RSS" is the
+  driver's (dvtool's Python and its JVM): the executors run under the worker.
 
 Wall times include interpreter start-up for every process (the floor's time measured inside
 its process is printed too). Peak RSS: the main process's ru_maxrss (taken by GNU time, else a
@@ -33,6 +37,7 @@ repeats) and the command to reproduce.
     .venv/bin/python scripts/bench_purge.py [--repeat 3] [--files 20] [--rows-per-file 1000000]
     .venv/bin/python scripts/bench_purge.py --files 4 --rows-per-file 200000   # smoke run
     .venv/bin/python scripts/bench_purge.py --skip-spark
+    .venv/bin/python scripts/bench_purge.py --stock-cluster   # also on a stock-worker cluster
 """
 
 from __future__ import annotations
@@ -377,6 +382,29 @@ def spark_env() -> dict[str, str]:
     return env
 
 
+def start_stock_cluster() -> Any:
+    """A loopback standalone cluster whose executors run the stock Python; stopped at exit."""
+    import atexit
+
+    sys.path.insert(0, str(ROOT))
+    from tests.engines.spark_cluster import start_standalone
+    from tests.engines.stock_python import stock_python
+
+    work = Path(tempfile.mkdtemp(prefix="dvtool-bench-cluster-"))
+    server = start_standalone(work, worker_python=stock_python())
+    atexit.register(shutil.rmtree, work, True)
+    atexit.register(server.stop)
+    return server
+
+
+def cluster_args(server: Any) -> list[str]:
+    """`--engine spark` on the cluster, with the test suite's loopback driver settings."""
+    from tests.engines.spark_cluster import DRIVER_CONF
+
+    conf = [a for k, v in DRIVER_CONF.items() for a in ("--spark-conf", f"{k}={v}")]
+    return ["--engine", "spark", "--spark-master", server.url, "--json", *conf]
+
+
 def ratio_row(
     label: str, ours: list[float], floor: list[float], target: float | None = None
 ) -> None:
@@ -402,6 +430,11 @@ def main() -> None:
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
     parser.add_argument("--skip-spark", action="store_true", help="measure arrow and floor only")
     parser.add_argument("--dvtool", help="dvtool executable (default: this environment's)")
+    parser.add_argument(
+        "--stock-cluster",
+        action="store_true",
+        help="also purge on a standalone cluster whose executors have only pyarrow/pandas/numpy",
+    )
     args = parser.parse_args()
     global DVTOOL_BIN
     DVTOOL_BIN = args.dvtool
@@ -409,6 +442,7 @@ def main() -> None:
     command += ["--rows-per-file", str(args.rows_per_file), "--repeat", str(args.repeat)]
     command += ["--skip-spark"] if args.skip_spark else []
     command += ["--dvtool", args.dvtool] if args.dvtool else []
+    command += ["--stock-cluster"] if args.stock_cluster else []
     total = args.files * args.rows_per_file
     threads = max(2, os.cpu_count() or 2)  # dvtool's ArrowEngine pool size
 
@@ -442,6 +476,7 @@ def main() -> None:
         if child.tree_rss is not None:
             trees.setdefault(name, []).append(child.tree_rss)
 
+    cluster = start_stock_cluster() if args.stock_cluster and not args.skip_spark else None
     for repeat in range(args.repeat):
         line = [f"repeat {repeat + 1}:"]
         for label, pool in (("floor-seq", 1), ("floor-threads", threads)):
@@ -489,6 +524,13 @@ def main() -> None:
                 record("spark", child)
                 problems += verify_purge(copy, state, "spark")
                 line.append(f"spark {child.seconds:.2f} s (start-up {out['seconds']:.2f} s)")
+        if cluster is not None:
+            copy = fresh_copy(base, "cluster")
+            cmd = [dvtool_bin(), "optimize", str(copy), "--purge", *cluster_args(cluster)]
+            child = checked(run_child(cmd, env=cluster.driver_env()), "optimize on the cluster")
+            record("spark-cluster", child)
+            problems += verify_purge(copy, state, "spark-cluster")
+            line.append(f"stock cluster {child.seconds:.2f} s")
         print("  ".join(line), flush=True)
         for problem in problems:
             print(f"FAILED: {problem}", flush=True)
@@ -528,6 +570,7 @@ def main() -> None:
         "arrow": "dvtool optimize --purge --engine arrow",
         "spark-startup": "Spark start-up (import + session + stop)",
         "spark": "dvtool optimize --purge --engine spark",
+        "spark-cluster": "the same on the stock-worker standalone cluster",
     }
     for name, label in labels.items():
         if name not in walls:
@@ -565,6 +608,9 @@ def main() -> None:
             f"{statistics.median(startups):.2f} s; spark purge without start-up: median "
             f"{statistics.median(without):.2f} s (min {min(without):.2f})"
         )
+    if "spark-cluster" in walls:
+        ratio_row("stock cluster / floor (with start-up)", walls["spark-cluster"], floor_walls)
+        ratio_row("stock cluster / local spark", walls["spark-cluster"], walls["spark"])
     if args.skip_spark:
         print("  spark: skipped (--skip-spark)")
     elif spark_error and "spark" in walls:
