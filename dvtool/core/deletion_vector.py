@@ -7,7 +7,8 @@ inline in the log (Z85 text) or in a DV file. This module turns descriptors and 
 specifies:
 
 * a bitmap is a little-endian uint32 magic number followed by the portable 64-bit Roaring
-  serialization (which `pyroaring.BitMap64.serialize` emits byte for byte as Delta does);
+  serialization (which `pyroaring.BitMap64.serialize` emits byte for byte as Delta does; the
+  Spark executors use `dvtool.core.roaring`, tested to be byte-identical);
 * a DV file is a version byte (1) followed by entries, each a big-endian uint32 size, the
   bitmap bytes, and a big-endian CRC-32 of those bytes. A descriptor's `offset` points at
   the size field, so the first entry of a file is at offset 1.
