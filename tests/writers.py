@@ -1097,9 +1097,9 @@ def clustered_rows() -> list[Row]:
     return [_clustered_row(i) for i in range(18) if i not in CLUSTERED_DELETED]
 
 
-def _write_clustered_file(table: Path, ids: Sequence[int], provider: str | None) -> _DataFile:
-    rows = [_clustered_row(i) for i in ids]
-    data = pa.table(
+def clustered_data(rows: Sequence[Row]) -> pa.Table:
+    """Rows of `clustered_rows` as the arrow table a clustered file holds."""
+    return pa.table(
         {
             "id": pa.array([r["id"] for r in rows], pa.int64()),
             "ts": pa.array([r["ts"] for r in rows], pa.timestamp("us", tz="UTC")),
@@ -1107,6 +1107,11 @@ def _write_clustered_file(table: Path, ids: Sequence[int], provider: str | None)
             "amount": pa.array([r["amount"] for r in rows], pa.float64()),
         }
     )
+
+
+def _write_clustered_file(table: Path, ids: Sequence[int], provider: str | None) -> _DataFile:
+    rows = [_clustered_row(i) for i in ids]
+    data = clustered_data(rows)
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     size = write_spark_parquet(table / name, data, spark_version=DELTA_SPARK_SPARK, int96=True)
     stats = delta_stats(data, CLUSTERED_FIELDS, tight_bounds=True)

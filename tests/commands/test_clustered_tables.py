@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -57,6 +56,7 @@ from tests.writers import (
     DELTA_SPARK_ENGINE,
     DELTA_SPARK_SPARK,
     DeltaLog,
+    clustered_data,
     clustered_rows,
     clustered_table,
     compact_json,
@@ -378,15 +378,7 @@ def clustered_table_without_dvs(path: Path) -> Path:
     """One clustered file (ids of `clustered_rows`, `clusteringProvider: liquid`) in a table
     with protocol 1/7, writer features [domainMetadata, clustering] and no DV property."""
     log = DeltaLog(path)
-    rows = clustered_rows()
-    data = pa.table(
-        {
-            "id": pa.array([r["id"] for r in rows], pa.int64()),
-            "ts": pa.array([r["ts"] for r in rows], pa.timestamp("us", tz="UTC")),
-            "category": pa.array([r["category"] for r in rows], pa.string()),
-            "amount": pa.array([r["amount"] for r in rows], pa.float64()),
-        }
-    )
+    data = clustered_data(clustered_rows())
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     size = write_spark_parquet(path / name, data, spark_version=DELTA_SPARK_SPARK, int96=True)
     add = {"path": name, "partitionValues": {}, "size": size}
