@@ -14,6 +14,11 @@ cluster, and on another copy with `--engine arrow`; the tables must then hold th
 (read with polars and with deltalake's QueryBuilder, which both apply DVs) and the JSON
 results must agree. A corrupt data file must fail a Spark rewrite with one line carrying the
 executor's own pyarrow error.
+
+On the standalone cluster, dvtool also runs as users embed it: a PySpark application's own
+session calls `dvtool.delete` and `dvtool.optimize(purge=True)` (and goes on using the session),
+and `spark-submit` runs dvtool/spark_submit.py on spark-submit's application; both must leave
+the arrow engine's rows, with tasks run by the cluster's executors.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from tests.engines.spark_cluster import DRIVER_CONF, QUICK_JVM, REPO, Server, driver_env
+from tests.engines.spark_cluster import DRIVER_CONF, QUICK_JVM, REPO, SPARK_HOME, Server, driver_env
 
 CLUSTERS = ("standalone", "connect")
 TABLES = ("flat", "partitioned")
@@ -238,3 +243,165 @@ def test_executor_error_is_one_line(
     assert len(errors) == 1, context
     assert "Parquet magic bytes not found" in errors[0], context
     assert "Traceback" not in done.stderr and "JVM stacktrace" not in done.stderr, context
+
+
+# -- a PySpark application and spark-submit on the standalone cluster -------------------------
+
+# A user's own PySpark application on the cluster: its session (master and confs from argv),
+# then dvtool's API on it, then the session still in use. PYSPARK_PYTHON must be in the
+# environment when the SparkContext starts: PySpark gives the executors that interpreter
+# (default `python3` on their PATH), and reads no `spark.pyspark.python` from the builder.
+APPLICATION = """
+import json, sys
+from pyspark.sql import SparkSession
+import dvtool
+
+table, master, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+builder = SparkSession.builder.master(master).appName("dvtool-test-app")
+for key, value in conf.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+deleted = dvtool.delete(table, sys.argv[4], mode="dv", spark=spark)
+purged = dvtool.optimize(table, purge=True, spark=spark)
+
+def where(_):  # in __main__, so pickled by value: the executors import only what is shipped
+    import sys
+    import dvtool
+    yield json.dumps([sys.executable, dvtool.__file__])
+
+executors = spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect()
+# Job ids count up from 0 in a SparkContext: this job's id is the number of dvtool's jobs.
+own_job = max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+print("APP-RESULT " + json.dumps({
+    "delete": deleted.to_json(), "optimize": purged.to_json(),
+    "count": spark.range(3).count(), "master": spark.sparkContext.master,
+    "python": spark.sparkContext.pythonExec,
+    "executors": [json.loads(e) for e in sorted(set(executors))],
+    "time_zone": spark.conf.get("spark.sql.session.timeZone"),
+    "dvtool_jobs": own_job,
+}))
+spark.stop()
+"""
+
+
+def arrow_chain(
+    base: Path, operations: list[list[str]], workdir: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The JSON results of `operations` run in turn with the arrow engine on a copy of
+    `base`, and the rows they leave."""
+    copy = workdir / base.name
+    shutil.copytree(base, copy)
+    outs = [
+        _check_ok(run_dvtool([op[0], str(copy), *op[1:], "--json", "--engine", "arrow"]))
+        for op in operations
+    ]
+    return outs, read_rows(copy)
+
+
+def app_dirs(server: Server) -> set[Path]:
+    """The standalone worker's application directories (one per application with executors)."""
+    return set((server.log.parent / "work").glob("app-*"))
+
+
+def finished_tasks(apps: set[Path]) -> int:
+    """The tasks the executors of `apps` finished, from their INFO logs (Spark's default level,
+    which a session dvtool is given or spark-submit starts keeps)."""
+    logs = [log for app in apps for log in app.glob("*/stderr")]
+    return sum(log.read_text(errors="replace").count("Finished task") for log in logs)
+
+
+def test_pyspark_application_runs_the_api_on_the_cluster(
+    stock_standalone: Server, base_tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """A PySpark application's own session on the stock cluster runs `dvtool.delete` (DVs) and
+    `dvtool.optimize(purge=True)` on its executors, which import dvtool from the zip dvtool
+    shipped; the session stays usable, its time zone restored; the rows are arrow's."""
+    where = OPERATIONS["dv-delete"][2]
+    expected, expected_rows = arrow_chain(
+        base_tables["partitioned"], [OPERATIONS["dv-delete"], OPERATIONS["purge"]], tmp_path / "a"
+    )
+    copy = tmp_path / "spark" / "partitioned"
+    shutil.copytree(base_tables["partitioned"], copy)
+    script = tmp_path / "app.py"
+    script.write_text(APPLICATION)
+    conf = json.dumps(DRIVER_CONF | QUICK_JVM)
+    before = app_dirs(stock_standalone)
+    done = subprocess.run(
+        [sys.executable, str(script), str(copy), stock_standalone.url, conf, where],
+        capture_output=True,
+        text=True,
+        env=stock_standalone.driver_env(),
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("APP-RESULT ")]
+    assert done.returncode == 0 and lines, f"exit {done.returncode}\n{done.stderr[-6000:]}"
+    out = json.loads(lines[-1].removeprefix("APP-RESULT "))
+
+    assert out["master"] == stock_standalone.url and out["count"] == 3
+    assert out["time_zone"] == "America/New_York"  # dvtool's UTC only while it ran
+    stock = str(stock_standalone.worker_python)
+    assert out["python"] == stock
+    assert out["executors"], out
+    for executable, module in out["executors"]:
+        assert executable == stock and ".zip/dvtool/" in module, out["executors"]
+    assert out["delete"]["mode"] == "dv" and out["optimize"]["engine"] == "spark"
+    assert _summary(out["delete"]) == _summary(expected[0])
+    assert _summary(out["optimize"]) == _summary(expected[1])
+    assert read_rows(copy) == expected_rows
+    # dvtool's scan and rewrite ran as jobs of the application, whose executors (one app
+    # directory on the worker, with tasks in their logs) were the cluster's.
+    assert out["dvtool_jobs"] >= 2, out["dvtool_jobs"]
+    apps = app_dirs(stock_standalone) - before
+    assert len(apps) == 1 and finished_tasks(apps) > 0, apps
+
+
+def test_spark_submit_runs_the_cli_on_the_cluster(
+    stock_standalone: Server, base_tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """`spark-submit --master spark://... dvtool/spark_submit.py optimize|delete ...` runs
+    dvtool on spark-submit's application on the stock cluster (no --spark-master, no
+    --engine: `auto` takes spark-submit's session) and leaves arrow's rows.
+
+    Client deploy mode: spark-submit refuses cluster deploy mode for Python applications on
+    standalone masters ("Cluster deploy mode is currently not supported for python
+    applications on standalone clusters."), so the driver runs here, in this venv
+    (PYSPARK_DRIVER_PYTHON), and the executors in the stock Python (PYSPARK_PYTHON).
+    """
+    operations = [OPERATIONS["purge"], ["delete", "--where", "id % 5 = 0 AND s IS NOT NULL"]]
+    expected, expected_rows = arrow_chain(base_tables["flat"], operations, tmp_path / "a")
+    copy = tmp_path / "spark" / "flat"
+    shutil.copytree(base_tables["flat"], copy)
+    env = stock_standalone.driver_env()
+    for name in ("DVTOOL_SPARK_MASTER", "DVTOOL_SPARK_REMOTE"):
+        env.pop(name, None)
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", stock_standalone.url]
+    for key, value in (DRIVER_CONF | QUICK_JVM).items():
+        command += ["--conf", f"{key}={value}"]
+    command.append(str(REPO / "dvtool" / "spark_submit.py"))
+    outs = []
+    for operation in operations:
+        before = app_dirs(stock_standalone)
+        done = subprocess.run(
+            [*command, operation[0], str(copy), *operation[1:], "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert done.returncode == 0, f"{operation}: exit {done.returncode}\n{done.stderr[-6000:]}"
+        outs.append(json.loads(done.stdout))
+        apps = app_dirs(stock_standalone) - before
+        # spark-submit's application, on the cluster's executors, which ran dvtool's tasks
+        assert len(apps) == 1 and finished_tasks(apps) > 0, (operation, apps)
+    assert outs[0]["engine"] == "spark"
+    assert _summary(outs[0]) == _summary(expected[0])
+    # The delete's files are the purge's outputs, named at random: compare all but names.
+    deleted, arrow_deleted = _summary(outs[1]), _summary(expected[1])
+    assert deleted["metrics"] == arrow_deleted["metrics"]
+    assert sorted(f[1:] for f in deleted["files"]) == sorted(f[1:] for f in arrow_deleted["files"])
+    assert read_rows(copy) == expected_rows
