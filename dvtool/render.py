@@ -3,6 +3,9 @@
 With `--json`, stdout carries exactly one JSON document (the result's `to_json()`), so CI
 scripts can pipe it to `jq`; progress and errors go to stderr. Without it, results are drawn
 as rich tables. Commands never print: they return result objects that end up here.
+
+rich is imported on first use, not with this module: JSON output never needs it, and a
+command's start-up should not pay for it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
 if TYPE_CHECKING:  # one command runs per process: do not import the others (start-up time)
+    from rich.console import Console
+    from rich.table import Table
+
     from dvtool.commands.delete import DeleteResult
     from dvtool.commands.downgrade import DowngradeResult
     from dvtool.commands.enable import EnableResult
@@ -43,8 +45,26 @@ class Renderer:
 
     def __init__(self, as_json: bool = False, console: Console | None = None) -> None:
         self.as_json = as_json
-        self.console = console or Console(highlight=False, soft_wrap=False)
-        self.err = Console(stderr=True, highlight=False)
+        self._console = console
+        self._err: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console on stdout, made on first use."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False, soft_wrap=False)
+        return self._console
+
+    @property
+    def err(self) -> Console:
+        """The rich console on stderr (progress, errors, warnings), made on first use."""
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False)
+        return self._err
 
     # -- generic -------------------------------------------------------------------------
 
@@ -62,6 +82,14 @@ class Renderer:
         if self.as_json or not self.err.is_terminal:
             yield lambda total: lambda n: None
             return
+        from rich.progress import (  # local: only a terminal shows progress
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         columns = (
             TextColumn(description),
             BarColumn(),
@@ -112,7 +140,7 @@ class Renderer:
         c.print(self._histogram(s.deleted_ratio_histogram))
 
     def _counts(self, s: TableSummary) -> Table:
-        t = Table(title="Files and rows", show_header=False, title_justify="left")
+        t = _table(title="Files and rows", show_header=False, title_justify="left")
         t.add_column("what")
         t.add_column("value", justify="right")
         dv = s.dv_storage
@@ -137,7 +165,7 @@ class Renderer:
         return t
 
     def _schema(self, s: TableSummary) -> Table:
-        t = Table(title="Schema", title_justify="left")
+        t = _table(title="Schema", title_justify="left")
         t.add_column("column")
         t.add_column("type")
         t.add_column("nullable")
@@ -150,7 +178,7 @@ class Renderer:
         return t
 
     def _histogram(self, buckets: Sequence[dict[str, Any]]) -> Table:
-        t = Table(title="Deleted ratio per file", show_header=False, title_justify="left")
+        t = _table(title="Deleted ratio per file", show_header=False, title_justify="left")
         t.add_column("bucket", justify="right")
         t.add_column("files", justify="right")
         t.add_column("bar")
@@ -161,7 +189,7 @@ class Renderer:
         return t
 
     def _files(self, files: Sequence[FileEntry]) -> None:
-        t = Table(title="Live files", title_justify="left")
+        t = _table(title="Live files", title_justify="left")
         for name in ("path", "partition", "size", "records", "deleted", "ratio", "DV", "DV file"):
             t.add_column(
                 name,
@@ -185,7 +213,7 @@ class Renderer:
         self.console.print(t)
 
     def _history(self, entries: Sequence[HistoryEntry]) -> None:
-        t = Table(title="History", title_justify="left")
+        t = _table(title="History", title_justify="left")
         for name in ("version", "time", "operation", "parameters", "metrics"):
             t.add_column(name)
         for e in entries:
@@ -245,7 +273,7 @@ class Renderer:
             f"{len(result.changes):,} changed; rows deleted: {m['numDeletedRows']:,}"
         )
         if result.dry_run and result.changes:
-            t = Table(title="Plan", title_justify="left")
+            t = _table(title="Plan", title_justify="left")
             for name in ("path", "action", "rows deleted", "records", "read"):
                 t.add_column(name, overflow="fold")
             for ch in result.changes:
@@ -279,7 +307,7 @@ class Renderer:
             c.print(
                 f"[bold]dry run[/] against version {result.read_version} ({result.engine}): " + plan
             )
-            t = Table(title="Plan", title_justify="left")
+            t = _table(title="Plan", title_justify="left")
             for name in ("directory", "inputs", "bytes", "rows", "rows dropped"):
                 t.add_column(name, overflow="fold")
             for b in result.bins:
@@ -327,7 +355,7 @@ class Renderer:
         if result.dry_run:
             c.print("[bold]dry run[/]: " + plan, soft_wrap=True)
             if result.files:
-                t = Table(title="Files to delete", title_justify="left")
+                t = _table(title="Files to delete", title_justify="left")
                 for name in ("path", "size", "reason"):
                     t.add_column(name, overflow="fold")
                 for f in result.files:
@@ -408,7 +436,7 @@ class Renderer:
             f"protocol {_protocol(result.protocol_before)} -> {_protocol(result.protocol_after)}",
             soft_wrap=True,
         )
-        t = Table(title="Plan" if result.dry_run else "Steps", title_justify="left")
+        t = _table(title="Plan" if result.dry_run else "Steps", title_justify="left")
         for name in ("step", "version", "detail"):
             t.add_column(name, overflow="fold")
         for step in result.steps:
@@ -462,3 +490,10 @@ def _bytes(n: int) -> str:
 
 def _compact(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _table(*args: Any, **kwargs: Any) -> Table:
+    """A rich Table; rich is imported on first use (see the module docstring)."""
+    from rich.table import Table
+
+    return Table(*args, **kwargs)

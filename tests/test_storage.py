@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dvtool.errors import FileMissingError, StorageError
@@ -189,6 +189,8 @@ class TestEncodeForLog:
             max_size=4,
         ).map("/".join)
     )
+    @example("::")  # fsspec reads `::` as a URL chain: memory://t/:: once lost its root
+    @example("a::b/c")
     def test_round_trip(self, relative: str) -> None:
         for storage in (Storage.for_table("/nonexistent/tbl"), Storage.for_table("memory://t")):
             encoded = Storage.encode_for_log(relative)

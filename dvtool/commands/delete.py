@@ -24,10 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from pyroaring import BitMap64
 
 from dvtool import faults
 from dvtool.commands.manifest import refresh_manifests_after_commit
+from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -468,7 +470,8 @@ def _rewrite(
     layout = _layout(log, snapshot)
     config = snapshot.metadata.configuration
     cdf = config.get("delta.enableChangeDataFeed", "").lower() == "true"
-    add_rows = snapshot.files.take([t.index for t, _ in touched]).to_pylist()
+    rows = arrow_values.array([t.index for t, _ in touched], pa.int64())
+    add_rows = snapshot.files.take(rows).to_pylist()
     bins = [
         _rewrite_bin(log, add_row, _merged(t))
         for (t, _), add_row in zip(touched, add_rows, strict=True)

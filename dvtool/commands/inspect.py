@@ -9,20 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.core import arrow_values
 from dvtool.core.features import reader_features, require_readable, writer_features
 from dvtool.core.schema import StructType, partition_physical_names, type_string
-from dvtool.data_files import footer_row_count
-from dvtool.dvstore import DVStore
 from dvtool.errors import DeletionVectorError, DvtoolError, StorageError, UsageError
 from dvtool.io_pool import map_io
-from dvtool.log.reader import CommitRecord, DeltaLog
-from dvtool.log.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from dvtool.dvstore import DVStore
+    from dvtool.log.reader import CommitRecord, DeltaLog
+    from dvtool.log.snapshot import Snapshot
+
+# The DV codec (dvtool.dvstore, dvtool.core.deletion_vector: pyroaring) and parquet footers
+# (dvtool.data_files: pyarrow.parquet) are imported by the functions of --files, --verify and
+# --count-rows only: the default summary reads neither, and on a small table start-up is
+# most of its time.
 
 Progress = Callable[[int], None]
 _RATIO_BUCKETS = 10
@@ -158,29 +164,32 @@ def _sum(values: pa.Array | pa.ChunkedArray) -> int:
 
 def _dv_storage(dvs: pa.ChunkedArray) -> DVStorage:
     kinds = pc.struct_field(dvs, "storageType")
-    on_disk = pc.equal(kinds, "u")
-    paths = pc.struct_field(dvs, "pathOrInlineDv").filter(pc.fill_null(on_disk, False))
+    on_disk = pc.equal(kinds, _string("u"))
+    paths = pc.struct_field(dvs, "pathOrInlineDv").filter(pc.fill_null(on_disk, arrow_values.FALSE))
     return DVStorage(
         dv_files=len(pc.unique(paths)),
         on_disk_dvs=_count(on_disk),
-        inline_dvs=_count(pc.equal(kinds, "i")),
-        absolute_path_dvs=_count(pc.equal(kinds, "p")),
+        inline_dvs=_count(pc.equal(kinds, _string("i"))),
+        absolute_path_dvs=_count(pc.equal(kinds, _string("p"))),
         dv_bytes=_sum(pc.struct_field(dvs, "sizeInBytes")),
     )
 
 
+def _string(value: str) -> pa.Scalar:
+    return arrow_values.scalar(value, pa.string())
+
+
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:
-    return int(pc.sum(pc.fill_null(mask, False)).as_py() or 0)
+    return int(pc.sum(pc.fill_null(mask, arrow_values.FALSE)).as_py() or 0)
 
 
 def _histogram(deleted: pa.Array, records: pa.Array, dvs: pa.ChunkedArray) -> list[dict[str, Any]]:
     """Files per deleted-ratio bucket of 10%; files without a DV are a bucket of their own."""
     has_dv = pc.is_valid(dvs)
     ratio = pc.divide(pc.cast(deleted, pa.float64()), pc.cast(records, pa.float64()))
-    ratio = pc.filter(ratio, pc.and_(has_dv, pc.greater(records, 0)))
-    bucket = pc.min_element_wise(
-        pc.cast(pc.floor(pc.multiply(ratio, _RATIO_BUCKETS)), pa.int64()), _RATIO_BUCKETS - 1
-    )
+    ratio = pc.filter(ratio, pc.and_(has_dv, pc.greater(records, _int64(0))))
+    scaled = pc.multiply(ratio, arrow_values.scalar(float(_RATIO_BUCKETS), pa.float64()))
+    bucket = pc.min_element_wise(pc.cast(pc.floor(scaled), pa.int64()), _int64(_RATIO_BUCKETS - 1))
     counts = {row["values"]: row["counts"] for row in pc.value_counts(bucket).to_pylist()}
     width = 100 // _RATIO_BUCKETS
     rows = [{"bucket": "no DV", "files": _count(pc.invert(has_dv))}]
@@ -207,6 +216,8 @@ def count_missing_rows(snapshot: Snapshot, log: DeltaLog) -> FooterCounts:
     Only on request (`--count-rows`): by default counts come from the log alone, and
     `files_without_stats` says how many files they leave out.
     """
+    from dvtool.data_files import footer_row_count
+
     missing = pc.indices_nonzero(pc.is_null(snapshot.files.column("numRecords"))).to_pylist()
     paths = snapshot.files.column("path")
     storage = log.storage
@@ -218,13 +229,17 @@ def count_missing_rows(snapshot: Snapshot, log: DeltaLog) -> FooterCounts:
 
 
 def _records(snapshot: Snapshot, footers: FooterCounts | None) -> pa.Array:
-    records = snapshot.files.column("numRecords").combine_chunks()
+    records = arrow_values.combined(snapshot.files.column("numRecords"))
     if not footers or not footers.counts:
-        return pc.fill_null(records, 0)
+        return pc.fill_null(records, _int64(0))
     values = records.to_pylist()
     for i, n in footers.counts.items():
         values[i] = n
-    return pc.fill_null(pa.array(values, pa.int64()), 0)
+    return pc.fill_null(arrow_values.array(values, pa.int64()), _int64(0))
+
+
+def _int64(value: int) -> pa.Scalar:
+    return arrow_values.scalar(value, pa.int64())
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -272,6 +287,8 @@ def _file_entry(
     logical: dict[str, str],
     store: DVStore,
 ) -> FileEntry:
+    from dvtool.core.deletion_vector import DeletionVectorDescriptor
+
     descriptor = None if dv is None else DeletionVectorDescriptor.from_json(dv)
     deleted = 0 if descriptor is None else descriptor.cardinality
     return FileEntry(
@@ -369,6 +386,8 @@ class VerifyReport:
 
 def verify(snapshot: Snapshot, log: DeltaLog, progress: Progress | None = None) -> VerifyReport:
     """Read every data file footer and every DV; report each problem found."""
+    from dvtool.dvstore import DVStore
+
     store = DVStore(log.storage)
     columns = snapshot.files.select(["path", "size", "numRecords", "deletionVector"]).to_pylist()
 
@@ -394,6 +413,8 @@ def _check_data_file(
     log: DeltaLog, location: str, path: str, row: dict[str, Any]
 ) -> tuple[list[Problem], int | None]:
     """Existence, size and footer row count of one data file; the footer count if read."""
+    from dvtool.data_files import footer_row_count
+
     try:
         info = log.storage.info(location)
         if info is None:
@@ -420,6 +441,8 @@ def _check_data_file(
 
 
 def _check_dv(store: DVStore, row: dict[str, Any], path: str, records: int | None) -> list[Problem]:
+    from dvtool.core.deletion_vector import DeletionVectorDescriptor
+
     dv = row["deletionVector"]
     if dv is None:
         return []
@@ -551,7 +574,11 @@ def run_inspect(
     snapshot = load_snapshot(log, request.version, request.timestamp_ms)
     footers = count_missing_rows(snapshot, log) if request.count_rows else None
     summary = summarize(snapshot, footers)
-    files = list_files(snapshot, DVStore(log.storage)) if request.files else None
+    files = None
+    if request.files:
+        from dvtool.dvstore import DVStore
+
+        files = list_files(snapshot, DVStore(log.storage))
     hist = history(log, request.history) if request.history is not None else None
     report = None
     if request.verify:

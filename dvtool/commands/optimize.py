@@ -24,10 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyroaring import BitMap64
 
 from dvtool import faults
 from dvtool.commands.manifest import refresh_manifests_after_commit
+from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_for_add
 from dvtool.core.conflicts import ReadSet
@@ -385,7 +387,8 @@ def _commit_batch(
     actions: list[dict[str, Any]] = []
     members = [c for _, group in batch for c in group]
     for (b, group), out in zip(batch, written, strict=True):
-        adds = snapshot.files.take([c.index for c in group]).to_pylist()
+        rows = arrow_values.array([c.index for c in group], pa.int64())
+        adds = snapshot.files.take(rows).to_pylist()
         actions += [remove_for_add(add, now, data_change=False) for add in adds]
         if out is not None:
             actions.append(

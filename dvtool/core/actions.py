@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from dvtool.core import arrow_values
 from dvtool.core.paths import canonical_path
 from dvtool.errors import LogError
 
@@ -93,7 +94,7 @@ def file_actions_table(actions: Sequence[Mapping[str, Any]], schema: pa.Schema) 
 def _scalar_column(actions: Sequence[Mapping[str, Any]], name: str, typ: pa.DataType) -> pa.Array:
     values = [a.get(name) for a in actions]
     try:
-        return pa.array(values, typ)
+        return arrow_values.array(values, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise LogError(f"file action field '{name}' has a value of the wrong type: {e}") from e
 
@@ -101,7 +102,7 @@ def _scalar_column(actions: Sequence[Mapping[str, Any]], name: str, typ: pa.Data
 def _map_column(actions: Sequence[Mapping[str, Any]], name: str) -> pa.Array:
     values = [a.get(name) for a in actions]
     try:
-        return pa.array(values, STRING_MAP)
+        return arrow_values.array(values, STRING_MAP)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
         raise LogError(f"file action field '{name}' is not a map of strings: {e}") from e
 
@@ -115,7 +116,7 @@ def _extra_column(
     for action in actions:
         extra = {k: v for k, v in action.items() if k not in known}
         texts.append(json.dumps(extra, separators=(",", ":")) if extra else None)
-    return pa.array(texts, pa.string())
+    return arrow_values.array(texts, pa.string())
 
 
 def unsafe_path_reason(path_in_log: str) -> str | None:

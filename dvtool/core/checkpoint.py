@@ -26,6 +26,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.core.actions import (
     ADD_SCHEMA,
     DV_TYPE,
@@ -124,10 +125,7 @@ def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_file_table(rows: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
     """Project a struct column of add or remove rows onto the canonical `schema`."""
-    if isinstance(rows, pa.ChunkedArray):
-        rows = rows.combine_chunks() if rows.num_chunks != 1 else rows.chunk(0)
-    if isinstance(rows, pa.ChunkedArray):  # an empty chunked array has no chunk to take
-        rows = pa.array([], rows.type)
+    rows = arrow_values.combined(rows)
     present = {rows.type.field(i).name for i in range(rows.type.num_fields)}
     n = len(rows)
     columns: list[pa.Array] = []
@@ -152,7 +150,7 @@ def _extra_fields(rows: pa.Array, names: list[str]) -> pa.Array:
     for values in zip(*children, strict=True):
         extra = {k: _stats_value(v) for k, v in zip(names, values, strict=True) if v is not None}
         texts.append(json.dumps(extra, separators=(",", ":"), default=str) if extra else None)
-    return pa.array(texts, pa.string())
+    return arrow_values.array(texts, pa.string())
 
 
 def _cast_field(values: pa.Array, f: pa.Field) -> pa.Array:
@@ -186,7 +184,7 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
         None if row is None else json.dumps(_stats_value(row), separators=(",", ":"))
         for row in parsed.to_pylist()
     ]
-    return pa.array(texts, pa.string())
+    return arrow_values.array(texts, pa.string())
 
 
 def _stats_value(value: Any) -> Any:
@@ -455,7 +453,7 @@ def _metadata_row(metadata: Metadata) -> dict[str, Any]:
 def _part(schema: pa.Schema, column: str, rows: list[dict[str, Any]]) -> pa.Table:
     """A checkpoint slice with `rows` in `column` and nulls in every other column."""
     typ = schema.field(column).type
-    return _column_part(schema, column, pa.array(rows, typ))
+    return _column_part(schema, column, arrow_values.array(rows, typ))
 
 
 def _column_part(schema: pa.Schema, column: str, values: pa.Array) -> pa.Table:
@@ -475,11 +473,11 @@ def _file_structs(
         if extras and f.name in extras:
             children.append(extras[f.name])
         elif f.name == "dataChange":
-            children.append(pa.array([False] * n, pa.bool_()))
+            children.append(arrow_values.array([False] * n, pa.bool_()))
         elif f.name == "deletionVector":
-            children.append(_checkpoint_dv(_combined(table.column("deletionVector"))))
+            children.append(_checkpoint_dv(arrow_values.combined(table.column("deletionVector"))))
         elif f.name in table.column_names:
-            values = _combined(table.column(f.name))
+            values = arrow_values.combined(table.column(f.name))
             children.append(values if values.type == f.type else values.cast(f.type))
         else:
             children.append(pa.nulls(n, f.type))
@@ -504,8 +502,9 @@ def unmodelled_fields(table: pa.Table) -> dict[str, pa.Array]:
     names = sorted(set().union(*decoded) - _MODELLED)
     columns: dict[str, pa.Array] = {}
     for name in names:
+        column = [row.get(name) for row in decoded]
         try:
-            values = pa.array([row.get(name) for row in decoded])
+            values = arrow_values.array(column, arrow_values.infer_type(column))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             continue
         if _parquet_storable(values.type):
@@ -533,14 +532,6 @@ def _checkpoint_dv(dv: pa.Array) -> pa.Array:
     )
 
 
-def _combined(column: pa.ChunkedArray) -> pa.Array:
-    if column.num_chunks == 1:
-        return column.chunk(0)
-    if column.num_chunks == 0:
-        return pa.array([], column.type)
-    return column.combine_chunks()
-
-
 def _unexpired(removes: pa.Table, config: Mapping[str, str], now_ms: int | None) -> pa.Table:
     """Tombstones whose deletionTimestamp is within the retention period (Delta's rule:
     keep when `deletionTimestamp > now - retention`, a missing timestamp counting as 0)."""
@@ -549,8 +540,8 @@ def _unexpired(removes: pa.Table, config: Mapping[str, str], now_ms: int | None)
         return removes
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention
-    ts = pc.fill_null(removes.column("deletionTimestamp"), 0)
-    return removes.filter(pc.greater(ts, cutoff))
+    ts = pc.fill_null(removes.column("deletionTimestamp"), arrow_values.scalar(0, pa.int64()))
+    return removes.filter(pc.greater(ts, arrow_values.scalar(cutoff, pa.int64())))
 
 
 def last_checkpoint_json(version: int, size: int, size_in_bytes: int, num_add_files: int) -> bytes:

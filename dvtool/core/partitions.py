@@ -37,6 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dvtool.core import arrow_values
 from dvtool.core.arrow_types import DECIMAL_RE, delta_to_arrow_type, normalize_type
 from dvtool.errors import LogError
 
@@ -193,7 +194,7 @@ def partition_arrays(
         if value is None:
             out[name] = pa.nulls(num_rows, arrow_type)
         else:
-            out[name] = pa.repeat(pa.scalar(value, arrow_type), num_rows)
+            out[name] = pa.repeat(arrow_values.scalar(value, arrow_type), num_rows)
     return out
 
 

@@ -36,6 +36,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
+
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _LOCAL_HOSTS = frozenset({"", "localhost"})
 
@@ -119,10 +121,10 @@ def canonical_path_column(
     needs = _needs_key(paths)
     if not pc.any(needs).as_py():
         return paths
-    column = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
-    mask = needs.combine_chunks() if isinstance(needs, pa.ChunkedArray) else needs
+    column = arrow_values.combined(paths)
+    mask = arrow_values.combined(needs)
     keys = [root.key(p) for p in pc.filter(column, mask).to_pylist()]
-    return pc.replace_with_mask(column, mask, pa.array(keys, pa.string()))
+    return pc.replace_with_mask(column, mask, arrow_values.array(keys, pa.string()))
 
 
 def _needs_key(paths: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -130,7 +132,7 @@ def _needs_key(paths: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     escaped = pc.match_substring(paths, "%")
     colon = pc.match_substring(paths, ":")
     absolute = pc.starts_with(paths, "/")
-    return pc.fill_null(pc.or_(pc.or_(escaped, colon), absolute), False)
+    return pc.fill_null(pc.or_(pc.or_(escaped, colon), absolute), arrow_values.FALSE)
 
 
 def _relative_key(relative: str) -> str:

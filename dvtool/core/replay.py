@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.core.actions import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
@@ -102,10 +103,11 @@ def key_column(table: pa.Table, root: CanonicalRoot | None = None) -> pa.Chunked
     storage = pc.struct_field(dv, "storageType")
     inline = pc.struct_field(dv, "pathOrInlineDv")
     offset = pc.cast(pc.struct_field(dv, "offset"), pa.string())
-    with_offset = pc.binary_join_element_wise(storage, inline, "@", offset, "")
-    without_offset = pc.binary_join_element_wise(storage, inline, "")
+    at, empty, sep = (arrow_values.scalar(s, pa.string()) for s in ("@", "", _KEY_SEP))
+    with_offset = pc.binary_join_element_wise(storage, inline, at, offset, empty)
+    without_offset = pc.binary_join_element_wise(storage, inline, empty)
     uid = pc.if_else(pc.is_null(offset), without_offset, with_offset)
-    with_dv = pc.binary_join_element_wise(paths, uid, _KEY_SEP)
+    with_dv = pc.binary_join_element_wise(paths, uid, sep)
     return pc.if_else(pc.is_null(dv), paths, with_dv)
 
 
@@ -182,7 +184,7 @@ class Replayer:
         """The rows of a checkpoint table whose canonical key no later commit touched."""
         if not self._seen or table.num_rows == 0:
             return table
-        seen = pa.array(list(self._seen), pa.string())
+        seen = arrow_values.array(list(self._seen), pa.string())
         keys = key_column(table, self.root)
         return table.filter(pc.invert(pc.is_in(keys, value_set=seen)))
 
@@ -237,7 +239,7 @@ def _located_table(
 def _concat(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
     parts = [t for t in tables if t.num_rows]
     if not parts:
-        return schema.empty_table()
+        return arrow_values.empty_table(schema)
     return pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
 
 

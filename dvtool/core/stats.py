@@ -12,6 +12,8 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
+
 # At most 18 digits always fits int64; longer numbers take the exact path (and its range check).
 _LEADING_NUM_RECORDS = r'^\s*\{\s*"numRecords"\s*:\s*(?P<n>\d{1,18})\s*[,}]'
 _INT64_MAX = 2**63 - 1
@@ -19,8 +21,7 @@ _INT64_MAX = 2**63 - 1
 
 def num_records(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
     """`numRecords` of every stats text as int64; null where stats or the field is absent."""
-    if isinstance(stats, pa.ChunkedArray):
-        stats = stats.combine_chunks() if stats.num_chunks else pa.array([], pa.string())
+    stats = arrow_values.combined(stats)
     matched = pc.struct_field(pc.extract_regex(stats, _LEADING_NUM_RECORDS), "n")
     fast = pc.cast(matched, pa.int64())
     missed = pc.and_(pc.is_valid(stats), pc.is_null(fast))
@@ -30,7 +31,7 @@ def num_records(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
     texts = stats.to_pylist()
     for i in pc.indices_nonzero(missed).to_pylist():
         values[i] = _num_records_exact(texts[i])
-    return pa.array(values, pa.int64())
+    return arrow_values.array(values, pa.int64())
 
 
 def _num_records_exact(text: str) -> int | None:

@@ -24,11 +24,13 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from dvtool.core import arrow_values
 from dvtool.core.arrow_types import arrow_schema
 from dvtool.core.file_schema import ColumnPlan
 from dvtool.core.partitions import partition_arrays
@@ -53,24 +55,24 @@ if TYPE_CHECKING:  # imported where a scan runs: sqlglot and acero cost ~0.1 s a
     from dvtool.predicate import Predicate
 
 _ROW = "__dvtool_row_index"
-_BASE_INDEXES = pa.array(range(1 << 16), pa.uint64())
+_BASE_INDEXES = arrow_values.from_numpy(np.arange(1 << 16, dtype=np.uint64))
 _BASE_LOCK = threading.Lock()
 
 
 def _row_indexes(first: int, count: int) -> pa.Array:
     """Row indexes first..first+count-1, offset from one cached 0..n array in C++.
 
-    Building them with `pa.array(range(...))` is a Python loop per row that holds the GIL;
-    this is a slice and one vectorised add.
+    Building them from `range(...)` is a Python loop per row that holds the GIL; this is a
+    slice and one vectorised add.
     """
     global _BASE_INDEXES
     base = _BASE_INDEXES
     if count > len(base):
         with _BASE_LOCK:
             if count > len(_BASE_INDEXES):
-                _BASE_INDEXES = pa.array(range(count), pa.uint64())
+                _BASE_INDEXES = arrow_values.from_numpy(np.arange(count, dtype=np.uint64))
             base = _BASE_INDEXES
-    return pc.add(base.slice(0, count), pa.scalar(first, pa.uint64()))
+    return pc.add(base.slice(0, count), arrow_values.scalar(first, pa.uint64()))
 
 
 class ArrowEngine:

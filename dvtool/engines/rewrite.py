@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.core.arrow_types import arrow_schema, delta_to_arrow_type
 from dvtool.core.file_layout import FOOTER_CODECS
 from dvtool.core.file_schema import FIELD_ID, ColumnPlan
@@ -34,7 +35,7 @@ from dvtool.core.stats_collect import StatsCollector, stats_columns_spec, with_r
 from dvtool.data_files import WrittenFile, iter_file_batches, open_parquet_file, write_data_file
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 
-_ROW_BASE = pa.array(range(1 << 16), pa.int64())
+_ROW_BASE = arrow_values.from_numpy(np.arange(1 << 16, dtype=np.int64))
 _NO_ROWS = np.empty(0, dtype=np.uint64)
 
 
@@ -180,10 +181,11 @@ def _with_stable_row_tracking(
     version = names.index(table.row_tracking.commit_version)
     arrays = list(batch.columns)
     if source.base_row_id is not None:
-        fresh = pc.add(_positions(batch.num_rows), pa.scalar(first_row + source.base_row_id))
+        first_id = arrow_values.scalar(first_row + source.base_row_id, pa.int64())
+        fresh = pc.add(_positions(batch.num_rows), first_id)
         arrays[row_id] = pc.coalesce(arrays[row_id], fresh)
     if source.default_row_commit_version is not None:
-        default = pa.scalar(source.default_row_commit_version, pa.int64())
+        default = arrow_values.scalar(source.default_row_commit_version, pa.int64())
         arrays[version] = pc.coalesce(arrays[version], default)
     return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
 
@@ -192,7 +194,7 @@ def _positions(count: int) -> pa.Array:
     """0..count-1 as int64, sliced from one cached array (no Python loop per row)."""
     global _ROW_BASE
     if count > len(_ROW_BASE):
-        _ROW_BASE = pa.array(range(count), pa.int64())
+        _ROW_BASE = arrow_values.from_numpy(np.arange(count, dtype=np.int64))
     return _ROW_BASE.slice(0, count)
 
 
@@ -229,10 +231,10 @@ def _select_rows(
     if len(hits) == count:
         return batch.slice(0, 0) if keep else batch
     if not keep:
-        return batch.take(pa.array(hits))
+        return batch.take(arrow_values.from_numpy(hits))
     mask = np.ones(count, dtype=np.bool_)
     mask[hits] = False
-    return batch.filter(pa.array(mask))
+    return batch.filter(arrow_values.from_numpy(mask))
 
 
 # -- change data -----------------------------------------------------------------------------
@@ -253,7 +255,9 @@ def write_change_data(
     schema = arrow_schema(table.schema, table.column_mapping_mode, table.partition_columns)
     source = RewriteInput(str(add["path"]), location, None)
     batches = (
-        batch.append_column("_change_type", pa.array(["delete"] * batch.num_rows, pa.string()))
+        batch.append_column(
+            "_change_type", arrow_values.array(["delete"] * batch.num_rows, pa.string())
+        )
         for batch in conformed_batches(table, list(schema), source, rows, keep=False)
     )
     first = next(batches, None)

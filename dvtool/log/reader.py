@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from dvtool.core.checkpoint import batch_from_checkpoint, checkpoint_columns
 from dvtool.core.log_files import (
     LogFile,
     LogFileKind,
@@ -199,6 +197,11 @@ class DeltaLog:
         return self._read_parquet_actions(location, version, path)
 
     def _read_parquet_actions(self, location: str, version: int, name: str) -> ActionBatch:
+        # Local imports: only tables with a parquet checkpoint need them (start-up time).
+        import pyarrow.parquet as pq
+
+        from dvtool.core.checkpoint import batch_from_checkpoint, checkpoint_columns
+
         with self.storage.open_parquet(location) as source:
             parquet = pq.ParquetFile(source)
             table = parquet.read(columns=checkpoint_columns(parquet.schema_arrow), use_threads=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
 from dvtool.core.features import reader_features, writer_features
 from dvtool.core.paths import CanonicalRoot, canonical_path_column
@@ -90,7 +91,7 @@ class Snapshot:
         if pc.count_distinct(paths).as_py() == len(paths):
             return
         counts = pc.value_counts(paths)
-        twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), _one(counts)))
         raise LogError(
             f"{operation} refused: data file {twice[0].as_py()!r} is live more than once in "
             f"version {self.version} (added again with another deletion vector without a "
@@ -103,4 +104,9 @@ class Snapshot:
     def dv_cardinality(self) -> pa.Array:
         """Rows each live file's DV deletes (0 for files without a DV)."""
         dv = self.files.column("deletionVector")
-        return pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
+        return pc.fill_null(pc.struct_field(dv, "cardinality"), arrow_values.scalar(0, pa.int64()))
+
+
+def _one(counts: pa.StructArray) -> pa.Scalar:
+    """1, typed as the counts of `pc.value_counts`."""
+    return arrow_values.scalar(1, counts.type.field("counts").type)

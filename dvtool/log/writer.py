@@ -27,11 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dvtool.core import row_tracking
 from dvtool.core.actions import Metadata
-from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
 from dvtool.core.commit import (
     commit_info,
     commit_info_of,
@@ -350,6 +348,10 @@ class LogWriter:
         replaced atomically and never moved back to an older version. `snapshot`, if given,
         must be the table at `version`.
         """
+        # Local: one commit in `delta.checkpointInterval` (10) writes a checkpoint; the
+        # others should not pay for importing its code and pyarrow.parquet (start-up time).
+        from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
+
         if snapshot is None:
             snapshot = self.log.snapshot(version)
         if snapshot.version != version:
@@ -391,6 +393,8 @@ def _committed_configuration(
 
 def _parquet_bytes(table: pa.Table, configuration: Mapping[str, str]) -> bytes:
     """The checkpoint as parquet, with the table's codec and data page version properties."""
+    import pyarrow.parquet as pq  # local: see write_checkpoint
+
     codec_name = str(configuration.get("delta.parquet.compression.codec", "zstd")).lower()
     codec = _CODECS.get(codec_name, "zstd")
     page_version = str(configuration.get("delta.parquet.format.version", "1.0.0"))

@@ -14,9 +14,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol, TypeVar
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dvtool import faults
 from dvtool.errors import FileMissingError, StorageError
@@ -41,6 +39,9 @@ from dvtool.storage.locations import (
     scheme_of,
 )
 from dvtool.storage.put_if_absent import exclusive_create
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 # Characters fsspec's bulk `rm` reads as a glob pattern (it expands them before deleting).
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -225,6 +226,8 @@ class Storage:
         Local files open as pyarrow native files; others as fsspec files with a
         read-ahead cache of modest blocks (footer first, then column chunks).
         """
+        import pyarrow.fs as pafs  # local: only commands that read parquet need it
+
         path = self._fs_path(location)
         with backend_errors(location, "open"):
             if self._local:
@@ -235,6 +238,8 @@ class Storage:
 
     def arrow_filesystem(self, location: str | None = None) -> tuple[pafs.FileSystem, str]:
         """A pyarrow filesystem and the path on it of `location` (default: the root)."""
+        import pyarrow.fs as pafs  # local: only commands that read or write data files need it
+
         path = self._fs_path(location) if location is not None else self._root_path
         if self._arrow_fs is None:
             self._arrow_fs = (
@@ -406,6 +411,11 @@ class Storage:
             if scheme is None:
                 return local_abspath(location)
         elif scheme is not None and SCHEMES.get(scheme, ("",))[0] == self.protocol:
+            under = path_under(location, self.root)
+            if under is not None:
+                # Under the root: joined by hand, since fsspec would read a `::` in the
+                # name as a URL chain (`memory://t/::` became `t/::`).
+                return join_location(self._root_path, under)
             return str(self._fs._strip_protocol(location))
         raise StorageError(f"{location} is not on the table's storage ({self.root})")
 

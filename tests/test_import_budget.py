@@ -1,0 +1,165 @@
+"""What the start-up of a command imports: only what the command needs.
+
+Start-up is most of what a user waits for on a small table (`dvtool inspect` of an 8-row
+table spends ~10 ms on the table and the rest importing), so each command below runs in a
+fresh interpreter (the CLI entry `dvtool.cli.main`, from a temporary directory) that then
+reports `sys.modules`; the modules a command must not import are listed per command, with
+the reason. This tests what is imported, not how long it takes (scripts/bench_startup.py
+measures that), so it holds on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+import dvtool
+from tests.oracles import GOLDEN
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Forbidden in every command below (none uses Spark, an object store or a predicate):
+NEVER = frozenset(
+    {
+        # pyarrow imports pandas (0.1-0.2 s), when installed, the first time it converts a
+        # Python object (pa.array, pa.scalar, a Python number given to a compute function);
+        # dvtool converts through dvtool.core.arrow_values instead. Installed with the Spark
+        # extras, so this venv (test extras) has it.
+        "pandas",
+        # Only the Spark engine imports it, when a command runs on Spark.
+        "pyspark",
+        # The SQL parser of --where predicates (delete, optimize --where).
+        "sqlglot",
+        # fsspec backends of object stores: only for s3://, gs://, abfs:// tables.
+        "s3fs",
+        "gcsfs",
+        "adlfs",
+        # Import pandas themselves (pyarrow._dataset converts a Python True when imported);
+        # only predicate evaluation (acero) needs them.
+        "pyarrow.dataset",
+        "pyarrow.acero",
+    }
+)
+# `dvtool --help`: click renders it from the command definitions; no table is opened.
+HELP_FORBIDDEN = NEVER | {
+    "pyarrow",  # every table is read through it; help reads none
+    "numpy",
+    "fsspec",  # the storage layer
+    "rich",  # click prints the help itself
+    "dvtool.log.reader",
+}
+# Reading the small table: JSON commits only, no DV read, no data file opened.
+_SMALL_TABLE = {
+    "pyarrow.parquet",  # for checkpoints, data files and their footers: the table has none
+    "pyarrow.fs",
+    "dvtool.core.checkpoint",  # the checkpoint reader
+    "pyroaring",  # the DV codec: DVs are only read by --files and --verify
+    "dvtool.dvstore",
+    "dvtool.data_files",  # footers: --count-rows and --verify
+}
+# `dvtool inspect T --json`: one json.dumps of the result; rich only draws tables.
+INSPECT_JSON_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
+# `dvtool inspect T`: the rich tables, but still only what reading the table needs.
+INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}  # no progress off a tty
+# `dvtool inspect --json` of a table with a classic parquet checkpoint: the checkpoint reader
+# and pyarrow.parquet are needed now, the DV codec and rich still not.
+INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {"rich", "pyroaring", "dvtool.dvstore"}
+
+REPORT = """
+import contextlib, io, json, sys
+from dvtool.cli import main
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main(sys.argv[2:])
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+with open(sys.argv[1], "w") as report:
+    json.dump({"exit": code, "stdout": out.getvalue(), "modules": sorted(sys.modules)}, report)
+"""
+
+
+@pytest.fixture(scope="module")
+def small_dv_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """8 rows in one file written by deltalake, then a DV deleting 3 of them."""
+    root = tmp_path_factory.mktemp("budget") / "T"
+    data = pa.table(
+        {
+            "id": pa.array(range(8), pa.int64()),
+            "name": pa.array([f"row-{i}" for i in range(8)], pa.string()),
+        }
+    )
+    write_deltalake(str(root), data, configuration={"delta.enableDeletionVectors": "true"})
+    result = dvtool.delete(root, "id % 3 = 0")
+    assert result.mode == "dv" and result.metrics["numDeletedRows"] == 3
+    return root
+
+
+def _run_cli(args: list[str], cwd: Path) -> dict[str, Any]:
+    """Run the CLI in a fresh interpreter in `cwd`; its exit code, stdout and sys.modules."""
+    report = cwd / "modules.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", REPORT, str(report), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(report.read_text())
+    report.unlink()
+    return result
+
+
+def _loaded(modules: list[str], forbidden: frozenset[str] | set[str]) -> list[str]:
+    return sorted(m for m in forbidden if m in modules)
+
+
+def test_help_imports_no_table_machinery(tmp_path: Path) -> None:
+    run = _run_cli(["--help"], tmp_path)
+    assert run["exit"] == 0 and "inspect" in run["stdout"]
+    assert "click" in run["modules"]
+    assert _loaded(run["modules"], HELP_FORBIDDEN) == []
+
+
+def test_inspect_json_imports_no_pandas_and_no_rich(small_dv_table: Path) -> None:
+    run = _run_cli(["inspect", "T", "--json"], small_dv_table.parent)
+    assert run["exit"] == 0
+    summary = json.loads(run["stdout"])
+    assert (summary["files_with_dvs"], summary["deleted_rows"]) == (1, 3)
+    assert {"pyarrow", "pyarrow.compute", "fsspec"} <= set(run["modules"])
+    assert _loaded(run["modules"], INSPECT_JSON_FORBIDDEN) == []
+
+
+def test_inspect_human_output_imports_rich_but_no_pandas(small_dv_table: Path) -> None:
+    run = _run_cli(["inspect", "T"], small_dv_table.parent)
+    assert run["exit"] == 0 and "deleted rows" in run["stdout"]
+    assert "rich" in run["modules"]
+    assert _loaded(run["modules"], INSPECT_HUMAN_FORBIDDEN) == []
+
+
+def test_inspect_of_a_parquet_checkpoint_imports_no_pandas(tmp_path: Path) -> None:
+    table = GOLDEN / "basic-dv-with-checkpoint"
+    run = _run_cli(["inspect", str(table), "--json"], tmp_path)
+    assert run["exit"] == 0 and json.loads(run["stdout"])["version"] == 46
+    assert {"pyarrow.parquet", "dvtool.core.checkpoint"} <= set(run["modules"])
+    assert _loaded(run["modules"], INSPECT_CHECKPOINT_FORBIDDEN) == []
+
+
+def test_forbidden_modules_are_detected(small_dv_table: Path) -> None:
+    """The check is not vacuous: a run that does import a forbidden module is caught."""
+    run = _run_cli(["inspect", "T", "--json", "--files"], small_dv_table.parent)
+    assert _loaded(run["modules"], INSPECT_JSON_FORBIDDEN) == ["dvtool.dvstore", "pyroaring"]
