@@ -1,25 +1,55 @@
-"""Benchmark: `dvtool delete --where` (deletion vectors) against deltalake's copy-on-write delete.
+"""Benchmark: `dvtool delete --where` (deletion vectors) against deltalake's delete.
 
-Builds once, in .bench/delete-base/, a table of --files data files of --rows-per-file rows (id
-int64 sequential, key int64 random with a fixed seed, payload a 20-character string), written by
-deltalake.write_deltalake (one append per file) and then `dvtool enable`d. Each repeat copies it
-twice and measures, in the same run, each in its own process:
+Builds once, in .bench/delete-base/, a table written by deltalake.write_deltalake and then
+`dvtool enable`d, of one of three shapes (--shape):
 
-- `dvtool delete COPY1 --where "key % 1000 = 7" --json`, the real CLI;
-- `DeltaTable(COPY2).delete("key % 1000 = 7")` (deltalake rewrites every touched file; it
-  accepts the DV-enabled table and writes no DVs; should it refuse, a second base without
-  `dvtool enable`, with identical data, is built for it and the output says so);
-- the floor: pyarrow.parquet reads column `key` of each data file and evaluates
-  `key % 1000 == 7`, files on a thread pool (timed inside the process: read + evaluate only).
+- narrow (default): --files 20 data files of --rows-per-file 1,000,000 rows (id int64
+  sequential, key int64 random with a fixed seed, payload a 20-character string), one append
+  per file; predicate `key % 1000 = 7`;
+- wide: 20 files x 1,000,000 rows of 16 lineitem-like columns (l_orderkey, l_partkey,
+  l_suppkey, l_linenumber int64; l_quantity, l_extendedprice, l_discount, l_tax
+  decimal(12,2); l_returnflag, l_linestatus 1-character strings; l_shipdate, l_commitdate,
+  l_receiptdate date32; l_shipinstruct, l_shipmode, l_comment strings; random with a fixed
+  seed), one append per file; predicate `l_partkey % 1000 = 7`;
+- small-files: a streaming-ingest table, 5,000 files x 2,000 rows (batch int64 partition
+  column, one partition value and one file per batch; id, key, payload as narrow), written by
+  one write_deltalake(partition_by=["batch"]) call (the file count is checked); predicate
+  `key % 1000 = 7`, which matches rows in ~86% of the files.
 
-Wall times include interpreter start-up; peak memory is each child's ru_maxrss, taken by GNU
-time (else a bare Python wrapper) so that this process's own RSS is not inherited.
-Prints the medians, the speedup deltalake/dvtool (target >= 20), dvtool/floor, peak RSS
-(target: dvtool lower), and checks that dvtool wrote one DV file and one commit, that every tool
-found the same rows, and that polars reads the same rows from both copies.
+Each repeat copies the base twice and measures, in the same run, each in its own process:
 
-    .venv/bin/python scripts/bench_delete.py [--repeat 1] [--files 20] [--rows-per-file 1000000]
+- `dvtool delete COPY1 --where PREDICATE --json`, the real CLI;
+- `DeltaTable(COPY2).delete(PREDICATE)`; deltalake (1.x) accepts the DV-enabled table and
+  rewrites every touched file (copy-on-write); the output reports what its commit held (adds
+  with or without DVs). Should it refuse the table, a second base without `dvtool enable`,
+  with identical data, is built for it and the output says so;
+- the floor: pyarrow.parquet reads the predicate's column (key / l_partkey) of each data file
+  and evaluates `col % 1000 == 7`, files on a thread pool (also timed inside the process:
+  read + evaluate only). Targets use it for narrow and wide; for small-files it is printed as
+  a reference only;
+- `dvtool inspect COPY1 --json` before the delete: start-up + log replay, the part of the
+  delete's fixed and per-file cost that is not scan, plan or commit.
+
+Wall times include interpreter start-up. Peak memory is taken as bench_purge.py does: each
+child's ru_maxrss by GNU time (else a bare Python wrapper, so that this process's own RSS is
+not inherited), and on Linux the peak of the summed RSS of the process tree sampled every
+0.1 s. Prints medians, min, ratios (median/median, the median of the per-repeat ratios and
+best/best), the per-file cost of dvtool's delete (wall, scanTimeMs, rewriteTimeMs, the rest:
+start-up, log replay, plan, commit) and of deltalake's, the 1-minute load average and the
+command to reproduce. Targets: narrow and wide: deltalake/dvtool >= 20; wide: dvtool process
+<= 1.15x the floor process; small-files: deltalake/dvtool >= 2; dvtool's peak RSS lower than
+deltalake's. After each repeat it checks that dvtool wrote one DV file and one commit, that
+every tool found the same rows, and that polars reads the same rows from both copies (count,
+sum of the id column, none left matching).
+
+With --profile, after the measured repeats dvtool's delete runs once more on a fresh copy
+under `python -m cProfile -o .bench/profiles/delete-SHAPE.prof` (not timed) and the top 15
+functions by cumulative time are printed: where the per-file time goes.
+
+    .venv/bin/python scripts/bench_delete.py [--shape narrow|wide|small-files] [--repeat 1]
     .venv/bin/python scripts/bench_delete.py --files 4 --rows-per-file 200000   # smoke run
+    .venv/bin/python scripts/bench_delete.py --shape wide --files 2 --rows-per-file 200000
+    .venv/bin/python scripts/bench_delete.py --shape small-files --files 200 --profile
 """
 
 from __future__ import annotations
@@ -27,6 +57,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -39,12 +70,41 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
-WHERE = "key % 1000 = 7"
 SEED = 20240501
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A benchmark table: its size defaults, predicate and the columns the checks use."""
+
+    files: int
+    rows_per_file: int
+    key: str  # the predicate's column
+    id: str  # summed by the polars check
+    speedup_target: float  # deltalake/dvtool, at least
+    floor_target: float | None  # dvtool process / floor process, at most
+    floor_is_target: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.key} % 1000 = 7"
+
+
+SHAPES = {
+    "narrow": Shape(20, 1_000_000, "key", "id", 20.0, None, True),
+    "wide": Shape(20, 1_000_000, "l_partkey", "l_orderkey", 20.0, 1.15, True),
+    "small-files": Shape(5_000, 2_000, "key", "id", 2.0, None, False),
+}
+
 DELTALAKE_SNIPPET = """
 import json, sys
 from deltalake import DeltaTable
 print(json.dumps(DeltaTable(sys.argv[1]).delete(sys.argv[2])))
+"""
+WARM_DELTALAKE = """
+import sys
+from deltalake import DeltaTable
+DeltaTable(sys.argv[1]).file_uris()
 """
 FLOOR_SNIPPET = """
 import json, os, sys, time
@@ -52,8 +112,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+column = sys.argv[1]
+with open(sys.argv[2]) as f:
+    files = json.load(f)
+
 def matches(path):
-    key = pq.read_table(path, columns=["key"], use_threads=False).column("key")
+    key = pq.read_table(path, columns=[column], use_threads=False).column(column)
     if hasattr(pc, "remainder"):
         rem = pc.remainder(key, 1000)
     else:  # older pyarrow: integer divide truncates, as Spark's % does
@@ -62,7 +126,7 @@ def matches(path):
 
 start = time.perf_counter()
 with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-    matched = sum(pool.map(matches, sys.argv[1:]))
+    matched = sum(pool.map(matches, files))
 print(json.dumps({"seconds": time.perf_counter() - start, "matched": matched}))
 """
 
@@ -70,10 +134,11 @@ print(json.dumps({"seconds": time.perf_counter() - start, "matched": matched}))
 GNU_TIME = Path("/usr/bin/time")
 RSS_WRAPPER = """
 import os, subprocess, sys
+start = os.times().elapsed
 proc = subprocess.Popen(sys.argv[2:])
 _, status, usage = os.wait4(proc.pid, 0)
 kib = usage.ru_maxrss // (1024 if sys.platform == "darwin" else 1)
-open(sys.argv[1], "w").write(f"{kib}\\n")
+open(sys.argv[1], "w").write(f"{os.times().elapsed - start:.2f} {kib}\\n")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -83,30 +148,87 @@ class Child:
     """One measured child process."""
 
     seconds: float
-    peak_rss: int  # bytes
+    peak_rss: int  # bytes, largest single process (ru_maxrss)
+    tree_rss: int | None  # bytes, sampled peak of the sum over the process tree (Linux)
     stdout: str
     stderr: str
     returncode: int
 
 
-def run_child(cmd: list[str]) -> Child:
-    """Run `cmd`; its wall time and peak RSS.
+def _children_map() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        out.setdefault(ppid, []).append(int(entry.name))
+    return out
 
-    The peak is measured by a small parent (GNU time, else a bare Python wrapper) rather than
-    by this process: a child's ru_maxrss includes the RSS of the process it was forked from,
-    and this one has pyarrow, polars and deltalake loaded.
+
+def _tree_rss(pid: int) -> int:
+    """The summed RSS (bytes) of `pid` and all its descendants, from /proc."""
+    children = _children_map()
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        todo += children.get(current, [])
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except OSError:
+            continue
+    return total
+
+
+def child_env() -> dict[str, str]:
+    """The environment of the measured processes: bytecode caches on, under .bench/pycache.
+
+    As an installed package (pip compiles at install) and as bench_startup.py measures: with
+    PYTHONDONTWRITEBYTECODE set every run would compile dvtool's modules again.
     """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(BENCH / "pycache")
+    return env
+
+
+def run_child(cmd: list[str]) -> Child:
+    """Run `cmd`; its wall time, peak RSS (largest process, and sampled tree sum on Linux).
+
+    The per-process peak is measured by a small parent (GNU time, else a bare Python wrapper)
+    rather than by this process: a child's ru_maxrss includes the RSS of the process it was
+    forked from, and this one has pyarrow, polars and deltalake loaded.
+    """
+    linux = sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
     with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "rss"
-        if sys.platform.startswith("linux") and GNU_TIME.exists():
-            wrapped = [str(GNU_TIME), "-f", "%M", "-o", str(report), *cmd]
+        report, out, err = Path(tmp) / "rss", Path(tmp) / "out", Path(tmp) / "err"
+        if linux and GNU_TIME.exists():
+            wrapped = [str(GNU_TIME), "-f", "%e %M", "-o", str(report), *cmd]
         else:
             wrapped = [sys.executable, "-c", RSS_WRAPPER, str(report), *cmd]
-        start = time.perf_counter()
-        proc = subprocess.run(wrapped, capture_output=True, text=True, check=False)
-        seconds = time.perf_counter() - start
-        kib = int(report.read_text().split()[-1])
-    return Child(seconds, kib * 1024, proc.stdout, proc.stderr, proc.returncode)
+        tree = 0
+        with out.open("w") as stdout, err.open("w") as stderr:
+            start = time.perf_counter()
+            proc = subprocess.Popen(wrapped, stdout=stdout, stderr=stderr, env=child_env())
+            while proc.poll() is None:
+                if linux:
+                    tree = max(tree, _tree_rss(proc.pid))
+                time.sleep(0.1)
+            seconds = time.perf_counter() - start
+        kib = int(report.read_text().split()[-1]) if report.exists() else 0
+        return Child(
+            seconds,
+            kib * 1024,
+            tree if linux else None,
+            out.read_text(),
+            err.read_text(),
+            proc.returncode,
+        )
 
 
 def checked(child: Child, what: str) -> Child:
@@ -123,8 +245,14 @@ def dvtool_bin() -> str:
     return DVTOOL_BIN or str(Path(sys.executable).parent / "dvtool")
 
 
+def dvtool_python() -> str:
+    """The Python beside the dvtool executable (for --profile), else this one."""
+    python = Path(dvtool_bin()).parent / "python"
+    return str(python) if python.exists() else sys.executable
+
+
 def generate(index: int, rows: int) -> Any:
-    """File `index`: ids continue across files, keys are random in [0, 1e15)."""
+    """Narrow file `index`: ids continue across files, keys are random in [0, 1e15)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -137,13 +265,132 @@ def generate(index: int, rows: int) -> Any:
     return pa.table({"id": ids, "key": keys, "payload": payload})
 
 
+COMMENT_WORDS = [
+    "furiously",
+    "regular",
+    "deposits",
+    "sleep",
+    "quickly",
+    "ironic",
+    "packages",
+    "wake",
+    "carefully",
+    "final",
+    "requests",
+    "haggle",
+    "slyly",
+    "bold",
+    "accounts",
+    "cajole",
+    "blithely",
+    "express",
+    "pinto",
+    "beans",
+    "nag",
+    "fluffily",
+    "even",
+    "ideas",
+    "boost",
+    "special",
+    "theodolites",
+    "integrate",
+    "pending",
+    "foxes",
+    "detect",
+    "silent",
+    "platelets",
+    "doze",
+    "unusual",
+    "instructions",
+    "among",
+    "daring",
+    "dependencies",
+    "above",
+    "quiet",
+    "asymptotes",
+    "across",
+    "careful",
+    "courts",
+]
+
+
+def _decimal(cents: Any, precision: int = 12, scale: int = 2) -> Any:
+    """A decimal128(precision, scale) array from non-negative int64 unscaled values."""
+    import numpy as np
+    import pyarrow as pa
+
+    raw = np.zeros((len(cents), 2), dtype=np.int64)  # little-endian (low, high) 64-bit words
+    raw[:, 0] = cents
+    return pa.Array.from_buffers(
+        pa.decimal128(precision, scale), len(cents), [None, pa.py_buffer(raw)]
+    )
+
+
+def generate_wide(index: int, rows: int) -> Any:
+    """Wide (lineitem-like) file `index`: 16 columns, random with a seed per file."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(SEED + index)
+    row = np.arange(index * rows, (index + 1) * rows, dtype=np.int64)
+
+    def pick(values: list[str], n: int = rows) -> Any:
+        return pc.take(pa.array(values, pa.string()), pa.array(rng.integers(0, len(values), n)))
+
+    def date(days: Any) -> Any:
+        return pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32())
+
+    quantity = rng.integers(1, 51, rows)
+    ship = rng.integers(8036, 10440, rows)  # 1992-01-02 .. 1998-08-02
+    words = [pick(COMMENT_WORDS) for _ in range(2)]  # ~2,000 distinct: ~24 MB per 1M rows
+    return pa.table(
+        {
+            "l_orderkey": pa.array(row // 4 + 1),
+            "l_partkey": pa.array(rng.integers(1, 2_000_001, rows)),
+            "l_suppkey": pa.array(rng.integers(1, 100_001, rows)),
+            "l_linenumber": pa.array(row % 4 + 1),
+            "l_quantity": _decimal(quantity * 100),
+            "l_extendedprice": _decimal(quantity * rng.integers(90_000, 210_000, rows)),
+            "l_discount": _decimal(rng.integers(0, 11, rows)),
+            "l_tax": _decimal(rng.integers(0, 9, rows)),
+            "l_returnflag": pick(["A", "N", "R"]),
+            "l_linestatus": pick(["O", "F"]),
+            "l_shipdate": date(ship),
+            "l_commitdate": date(ship + rng.integers(-30, 61, rows)),
+            "l_receiptdate": date(ship + rng.integers(1, 31, rows)),
+            "l_shipinstruct": pick(
+                ["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"]
+            ),
+            "l_shipmode": pick(["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"]),
+            "l_comment": pc.binary_join_element_wise(*words, " "),
+        }
+    )
+
+
+def generate_small_files(files: int, rows: int) -> Any:
+    """The whole small-files table: batch (the partition column) = id // rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = pa.array(np.arange(files * rows, dtype=np.int64))
+    keys = pa.array(np.random.default_rng(SEED).integers(0, 10**15, files * rows))
+    payload = pc.binary_join_element_wise(
+        "payload-", pc.utf8_lpad(pc.cast(ids, pa.string()), 12, padding="0"), ""
+    )
+    batch = pa.array(np.arange(files * rows, dtype=np.int64) // rows)
+    return pa.table({"batch": batch, "id": ids, "key": keys, "payload": payload})
+
+
 def data_files(table: Path) -> list[Path]:
     return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
-def base_table(files: int, rows: int, enable_dvs: bool) -> Path:
+def base_table(shape: str, files: int, rows: int, enable_dvs: bool) -> Path:
     """The cached base table (built once; a marker file says it is complete)."""
-    name = f"{files}x{rows}" + ("" if enable_dvs else "-nodv")
+    prefix = "" if shape == "narrow" else f"{shape}-"
+    name = f"{prefix}{files}x{rows}" + ("" if enable_dvs else "-nodv")
     table = BENCH / "delete-base" / name
     marker = BENCH / "delete-base" / f"{name}.ready"
     if marker.exists() and table.is_dir():
@@ -153,14 +400,22 @@ def base_table(files: int, rows: int, enable_dvs: bool) -> Path:
     shutil.rmtree(table, ignore_errors=True)
     table.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    for index in range(files):
-        write_deltalake(str(table), generate(index, rows), mode="append")
+    if shape == "small-files":
+        data = generate_small_files(files, rows)
+        write_deltalake(str(table), data, partition_by=["batch"])
+        del data
+    else:
+        make = generate_wide if shape == "wide" else generate
+        for index in range(files):
+            write_deltalake(str(table), make(index, rows), mode="append")
     written = len(data_files(table))
     if written != files:
         sys.exit(f"expected {files} data files in {table}, deltalake wrote {written}")
     if enable_dvs:
         checked(run_child([dvtool_bin(), "enable", str(table), "--json"]), "dvtool enable")
-    marker.write_text(json.dumps({"files": files, "rows_per_file": rows, "seed": SEED}))
+    marker.write_text(
+        json.dumps({"shape": shape, "files": files, "rows_per_file": rows, "seed": SEED})
+    )
     took = time.perf_counter() - started
     print(f"built {table} ({files} files x {rows:,} rows) in {took:.1f} s", flush=True)
     return table
@@ -182,72 +437,194 @@ def commits(table: Path) -> set[Path]:
     return set((table / "_delta_log").glob("[0-9]*.json"))
 
 
-def polars_check(table: Path) -> tuple[int, int, int]:
-    """(rows, sum of id, rows still matching the predicate) as polars reads the table."""
+def commit_adds(table: Path, new: set[Path]) -> tuple[int, int]:
+    """(adds, adds carrying a DV) in the commits `new`: what a delete wrote."""
+    adds = with_dv = 0
+    for path in new:
+        for line in path.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "add" in action:
+                adds += 1
+                with_dv += action["add"].get("deletionVector") is not None
+    return adds, with_dv
+
+
+def polars_check(table: Path, shape: Shape) -> tuple[int, int, int]:
+    """(rows, sum of the id column, rows still matching the predicate) as polars reads it."""
     import polars as pl
 
     out = (
         pl.scan_delta(str(table))
         .select(
             pl.len().alias("rows"),
-            pl.col("id").sum().alias("ids"),
-            (pl.col("key") % 1000 == 7).sum().alias("left"),
+            pl.col(shape.id).sum().alias("ids"),
+            (pl.col(shape.key) % 1000 == 7).sum().alias("left"),
         )
         .collect()
     )
     return int(out["rows"][0]), int(out["ids"][0]), int(out["left"][0])
 
 
-def mib(n: float) -> str:
-    return f"{n / 2**20:8.1f} MiB"
+def mib(n: float | None) -> str:
+    return "       n/a" if n is None else f"{n / 2**20:6.0f} MiB"
+
+
+def ratio_row(
+    label: str,
+    num: list[float],
+    den: list[float],
+    target: float | None = None,
+    at_least: bool = False,
+) -> None:
+    """One ratio line: median/median (the verdict), median of the per-repeat ratios (robust
+    to load that changes between repeats), best/best."""
+    ratio = statistics.median(num) / statistics.median(den)
+    paired = statistics.median(n / d for n, d in zip(num, den, strict=True))
+    best = min(num) / min(den)
+    verdict = ""
+    if target is not None:
+        ok = ratio >= target if at_least else ratio <= target
+        verdict = f"  (target {'>=' if at_least else '<='} {target}: {'ok' if ok else 'MISSED'})"
+    print(f"  {label:44s} {ratio:7.2f} {paired:7.2f} {best:7.2f}{verdict}")
+
+
+def warm_up(base: Path, where: str, key: str, file_list: Path) -> None:
+    """One unmeasured process of each kind (nothing written to `base`): fills the bytecode
+    caches under .bench/pycache and the page cache, so that repeat 1 is like the others."""
+    few = file_list.with_name("warm-up-files.json")
+    few.write_text(json.dumps(json.loads(file_list.read_text())[:2]))
+    for cmd, what in (
+        ([dvtool_bin(), "inspect", str(base), "--json"], "dvtool inspect"),
+        ([dvtool_bin(), "delete", str(base), "--where", where, "--dry-run", "--json"], "dry run"),
+        ([sys.executable, "-c", FLOOR_SNIPPET, key, str(few)], "floor"),
+        ([sys.executable, "-c", WARM_DELTALAKE, str(base)], "deltalake"),
+    ):
+        checked(run_child(cmd), f"warm-up: {what}")
+
+
+def print_profile(path: Path, top: int = 15) -> None:
+    """The `top` functions by cumulative time among dvtool's own, then overall by own time."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    rows = [
+        (ct, tt, nc, f"{Path(file).as_posix()}:{line}({func})")
+        for (file, line, func), (_, nc, tt, ct, _) in stats.items()
+    ]
+    total = max(ct for ct, *_ in rows)
+    root = ROOT.as_posix() + "/"
+    views = (
+        ("dvtool's functions by cumulative time", 0, lambda r: f"{root}dvtool/" in r[3]),
+        ("all functions by own time (tottime)", 1, lambda r: True),
+    )
+    for title, key, keep in views:
+        print(f"  {title} (of {total:.2f} s profiled):")
+        print(f"    {'cumtime':>8s} {'tottime':>8s} {'calls':>9s}  function")
+        for ct, tt, nc, where in sorted(filter(keep, rows), key=lambda r: -r[key])[:top]:
+            print(f"    {ct:8.3f} {tt:8.3f} {nc:9d}  {where.replace(root, '')}")
+
+
+def profile(base: Path, where: str, shape_name: str) -> None:
+    """Run dvtool's delete once more under cProfile on a fresh copy; print where time goes."""
+    copy = fresh_copy(base, "profile")
+    out = BENCH / "profiles" / f"delete-{shape_name}.prof"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [dvtool_python(), "-m", "cProfile", "-o", str(out), "-m", "dvtool"]
+    cmd += ["delete", str(copy), "--where", where, "--json"]
+    child = checked(run_child(cmd), "dvtool delete under cProfile")
+    print()
+    print(
+        f"profile: dvtool delete under cProfile (not in the timings): {child.seconds:.2f} s "
+        f"wall; {out.relative_to(ROOT)} (e.g. python -m pstats, snakeviz)"
+    )
+    print_profile(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="narrow")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--files", type=int, default=20)
-    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, help="default: 20 (narrow, wide), 5000 (small-files)")
+    parser.add_argument(
+        "--rows-per-file", type=int, help="default: 1,000,000 (narrow, wide), 2,000 (small-files)"
+    )
     parser.add_argument("--dvtool", help="dvtool executable (default: this environment's)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run dvtool's delete once under cProfile and print the top 15 functions",
+    )
     args = parser.parse_args()
     global DVTOOL_BIN
     DVTOOL_BIN = args.dvtool
-    total = args.files * args.rows_per_file
+    shape = SHAPES[args.shape]
+    files = args.files or shape.files
+    rows_per_file = args.rows_per_file or shape.rows_per_file
+    where = shape.where
+    total = files * rows_per_file
+    command = [".venv/bin/python", "scripts/bench_delete.py", "--shape", args.shape]
+    command += ["--files", str(files), "--rows-per-file", str(rows_per_file)]
+    command += ["--repeat", str(args.repeat)]
+    command += ["--dvtool", args.dvtool] if args.dvtool else []
+    command += ["--profile"] if args.profile else []
 
     import deltalake
     import polars
     import pyarrow
 
-    base = base_table(args.files, args.rows_per_file, enable_dvs=True)
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    base = base_table(args.shape, files, rows_per_file, enable_dvs=True)
     deltalake_base = base
     base_files = [str(p) for p in data_files(base)]
-    times: dict[str, list[float]] = {"dvtool": [], "deltalake": [], "floor": [], "floor-proc": []}
-    rss: dict[str, list[int]] = {"dvtool": [], "deltalake": [], "floor-proc": []}
-    in_process: list[float] = []
+    file_list = BENCH / "delete-runs" / "floor-files.json"
+    file_list.parent.mkdir(parents=True, exist_ok=True)
+    file_list.write_text(json.dumps(base_files))
+    warm_up(base, where, shape.key, file_list)
+    names = ("dvtool", "deltalake", "floor-proc", "inspect")
+    times: dict[str, list[float]] = {name: [] for name in (*names, "floor")}
+    rss: dict[str, list[int]] = {name: [] for name in names}
+    trees: dict[str, list[int]] = {name: [] for name in names}
+    inside: dict[str, list[float]] = {"execution": [], "scan": [], "rewrite": []}
     notes: list[str] = []
+
+    def record(name: str, child: Child) -> None:
+        times[name].append(child.seconds)
+        rss[name].append(child.peak_rss)
+        if child.tree_rss is not None:
+            trees[name].append(child.tree_rss)
+
     for repeat in range(args.repeat):
         ours = fresh_copy(base, "dvtool")
         before_dvs, before_commits = dv_files(ours), commits(ours)
 
-        floor = checked(run_child([sys.executable, "-c", FLOOR_SNIPPET, *base_files]), "floor")
+        floor = checked(
+            run_child([sys.executable, "-c", FLOOR_SNIPPET, shape.key, str(file_list)]), "floor"
+        )
         floor_out = json.loads(floor.stdout)
         times["floor"].append(floor_out["seconds"])
-        times["floor-proc"].append(floor.seconds)
-        rss["floor-proc"].append(floor.peak_rss)
+        record("floor-proc", floor)
         expected = floor_out["matched"]
 
+        record(
+            "inspect", checked(run_child([dvtool_bin(), "inspect", str(ours), "--json"]), "inspect")
+        )
+
         dv = checked(
-            run_child([dvtool_bin(), "delete", str(ours), "--where", WHERE, "--json"]),
+            run_child([dvtool_bin(), "delete", str(ours), "--where", where, "--json"]),
             "dvtool delete",
         )
         dv_out = json.loads(dv.stdout)
-        times["dvtool"].append(dv.seconds)
-        rss["dvtool"].append(dv.peak_rss)
-        in_process.append(dv_out["metrics"]["executionTimeMs"] / 1000)
+        record("dvtool", dv)
+        metrics = dv_out["metrics"]
+        inside["execution"].append(metrics["executionTimeMs"] / 1000)
+        inside["scan"].append(metrics["scanTimeMs"] / 1000)
+        inside["rewrite"].append(metrics["rewriteTimeMs"] / 1000)
         new_dvs = len(dv_files(ours) - before_dvs)
         new_commits = len(commits(ours) - before_commits)
 
         theirs = fresh_copy(deltalake_base, "deltalake")
-        dl = run_child([sys.executable, "-c", DELTALAKE_SNIPPET, str(theirs), WHERE])
+        before_theirs = commits(theirs)
+        dl = run_child([sys.executable, "-c", DELTALAKE_SNIPPET, str(theirs), where])
         refused = "deletionVectors" in dl.stderr or "feature" in dl.stderr.lower()
         if dl.returncode != 0 and refused and deltalake_base == base:
             reason = (dl.stderr.strip().splitlines() or ["?"])[-1]
@@ -255,15 +632,16 @@ def main() -> None:
                 "deltalake refused the DV-enabled table; it ran on a second base table with "
                 f"identical data and no `dvtool enable` ({reason})"
             )
-            deltalake_base = base_table(args.files, args.rows_per_file, enable_dvs=False)
+            deltalake_base = base_table(args.shape, files, rows_per_file, enable_dvs=False)
             theirs = fresh_copy(deltalake_base, "deltalake")
-            dl = run_child([sys.executable, "-c", DELTALAKE_SNIPPET, str(theirs), WHERE])
+            before_theirs = commits(theirs)
+            dl = run_child([sys.executable, "-c", DELTALAKE_SNIPPET, str(theirs), where])
         dl_out = json.loads(checked(dl, "deltalake delete").stdout)
-        times["deltalake"].append(dl.seconds)
-        rss["deltalake"].append(dl.peak_rss)
+        record("deltalake", dl)
+        dl_adds, dl_dv_adds = commit_adds(theirs, commits(theirs) - before_theirs)
 
-        deleted = dv_out["metrics"]["numDeletedRows"]
-        ours_rows, theirs_rows = polars_check(ours), polars_check(theirs)
+        deleted = metrics["numDeletedRows"]
+        ours_rows, theirs_rows = polars_check(ours, shape), polars_check(theirs, shape)
         problems = []
         if not deleted == dl_out["num_deleted_rows"] == expected:
             problems.append(
@@ -272,7 +650,7 @@ def main() -> None:
             )
         if ours_rows != theirs_rows or ours_rows[0] != total - expected or ours_rows[2]:
             problems.append(
-                f"polars (rows, sum id, left): dvtool {ours_rows}, deltalake {theirs_rows}"
+                f"polars (rows, sum {shape.id}, left): dvtool {ours_rows}, deltalake {theirs_rows}"
             )
         if new_dvs != 1 or new_commits != 1:
             problems.append(f"dvtool wrote {new_dvs} DV files and {new_commits} commits")
@@ -282,18 +660,20 @@ def main() -> None:
             sys.exit(1)
         print(
             f"repeat {repeat + 1}: dvtool {dv.seconds:.2f} s, deltalake {dl.seconds:.2f} s, "
-            f"floor {floor_out['seconds']:.2f} s; {deleted:,} rows deleted by each",
+            f"floor {floor.seconds:.2f} s (inside {floor_out['seconds']:.2f} s), inspect "
+            f"{times['inspect'][-1]:.2f} s; {deleted:,} rows deleted by each",
             flush=True,
         )
+    if args.profile:
+        profile(base, where, args.shape)
     shutil.rmtree(BENCH / "delete-runs", ignore_errors=True)
 
     med = {name: statistics.median(values) for name, values in times.items()}
-    peak = {name: statistics.median(values) for name, values in rss.items()}
     size = sum(os.path.getsize(p) for p in base_files)
     print()
     print(
-        f"table: {args.files} files x {args.rows_per_file:,} rows = {total:,} rows, "
-        f"{size / 2**20:.0f} MiB  where: {WHERE}  repeats: {args.repeat}"
+        f"shape: {args.shape}  table: {files:,} files x {rows_per_file:,} rows = {total:,} rows, "
+        f"{size / 2**20:.0f} MiB  where: {where}  repeats: {args.repeat}"
     )
     print(
         f"deltalake {deltalake.__version__}  pyarrow {pyarrow.__version__}  "
@@ -301,31 +681,83 @@ def main() -> None:
     )
     for note in notes or ["both tools ran on copies of the same DV-enabled base table"]:
         print(f"note: {note}")
-    rows = [
-        ("dvtool delete --json (process)", "dvtool", "dvtool"),
-        ("deltalake DeltaTable.delete (process)", "deltalake", "deltalake"),
-        ("floor: pyarrow read key + evaluate (process)", "floor-proc", "floor-proc"),
-    ]
-    for label, t_key, r_key in rows:
+    if dl_dv_adds:
+        how = f"deletion vectors ({dl_dv_adds} of its {dl_adds} adds carry a DV)"
+    else:
+        how = f"copy-on-write (its commit adds {dl_adds} rewritten files, none with a DV)"
+    print(f"deltalake's delete wrote {how}")
+    print(
+        f"  {'wall time per process (with interpreter start-up)':50s} {'median':>8s} "
+        f"{'min':>7s}  {'main RSS':>10s} {'tree RSS':>10s}"
+    )
+    floor_label = "floor" if shape.floor_is_target else "reference"
+    labels = {
+        "dvtool": "dvtool delete --json",
+        "deltalake": "deltalake DeltaTable.delete",
+        "floor-proc": f"{floor_label}: pyarrow read {shape.key} + evaluate",
+        "inspect": "dvtool inspect --json (start-up + log replay)",
+    }
+    for name, label in labels.items():
+        tree = statistics.median(trees[name]) if trees[name] else None
         print(
-            f"  {label:46s} median {med[t_key]:7.3f} s (min {min(times[t_key]):.3f})  "
-            f"peak RSS {mib(peak[r_key])}"
+            f"  {label:50s} {med[name]:6.2f} s {min(times[name]):5.2f} s  "
+            f"{mib(statistics.median(rss[name]))} {mib(tree)}"
         )
-    print(f"  {'floor: read + evaluate only (timed inside)':46s} median {med['floor']:7.3f} s")
-    inside = statistics.median(in_process)
-    print(f"  {'dvtool executionTimeMs (in process)':46s} median {inside:7.3f} s")
+    label = f"  {floor_label}: read + evaluate only (timed inside)"
+    print(f"  {label:50s} {med['floor']:6.2f} s")
+    ins = {k: statistics.median(v) for k, v in inside.items()}
+    print(
+        f"  {'  dvtool in process: executionTimeMs':50s} {ins['execution']:6.2f} s  "
+        f"(scanTimeMs {ins['scan']:.2f} s, rewriteTimeMs {ins['rewrite']:.2f} s)"
+    )
     print(f"rows deleted: {deleted:,} (dvtool = deltalake = floor; polars agrees on both copies)")
     print(
-        f"dvtool wrote {new_dvs} DV file(s) and {new_commits} commit(s); deltalake removed "
-        f"{dl_out['num_removed_files']} and added {dl_out['num_added_files']} data files, "
-        f"copied {dl_out['num_copied_rows']:,} rows"
+        f"dvtool wrote {new_dvs} DV file(s) ({metrics['numDeletionVectorsAdded']:,} DVs) and "
+        f"{new_commits} commit(s), scanned {metrics['numFilesScanned']:,} files, skipped "
+        f"{metrics['numFilesSkipped']:,}; deltalake removed {dl_out['num_removed_files']:,} and "
+        f"added {dl_out['num_added_files']:,} data files, copied {dl_out['num_copied_rows']:,} rows"
     )
-    speedup = med["deltalake"] / med["dvtool"]
-    print(f"speedup deltalake/dvtool: {speedup:.1f}x  (target >= 20)")
-    ratio = peak["dvtool"] / peak["deltalake"]
-    print(f"peak RSS dvtool/deltalake: {ratio:.2f}  (target < 1)")
-    print(f"dvtool / floor (read + evaluate only): {med['dvtool'] / med['floor']:.2f}")
-    print(f"dvtool / floor process (both with start-up): {med['dvtool'] / med['floor-proc']:.2f}")
+    print(f"ratios  {'':38s} {'med/med':>7s} {'paired':>7s} {'best':>7s}")
+    ratio_row("deltalake / dvtool", times["deltalake"], times["dvtool"], shape.speedup_target, True)
+    ratio_row(
+        "dvtool / floor process (both with start-up)",
+        times["dvtool"],
+        times["floor-proc"],
+        shape.floor_target,
+    )
+    ratio_row("dvtool / floor read + evaluate only", times["dvtool"], times["floor"])
+    dv_rss, dl_rss = statistics.median(rss["dvtool"]), statistics.median(rss["deltalake"])
+    verdict = "ok" if dv_rss < dl_rss else "MISSED"
+    print(f"  peak RSS dvtool/deltalake (main): {dv_rss / dl_rss:.2f}  (target < 1: {verdict})")
+    per = 1000 / files
+    rest = [w - e for w, e in zip(times["dvtool"], inside["execution"], strict=True)]
+    plan_commit = [r - i for r, i in zip(rest, times["inspect"], strict=True)]
+    print(f"per file ({files:,} files; medians, ms per file):")
+    print(f"  {'dvtool delete, process wall':62s} {med['dvtool'] * per:8.3f}")
+    label = f"  scan (scanTimeMs: read {shape.key}, evaluate, build DVs)"
+    print(f"  {label:62s} {ins['scan'] * per:8.3f}")
+    print(f"  {'  DV file write + actions (rewriteTimeMs)':62s} {ins['rewrite'] * per:8.3f}")
+    print(
+        f"  {'  outside executionTimeMs (start-up, log replay, plan, commit)':62s} "
+        f"{statistics.median(rest) * per:8.3f}"
+    )
+    print(
+        f"  {'    of which start-up + log replay (dvtool inspect process)':62s} "
+        f"{med['inspect'] * per:8.3f}"
+    )
+    print(
+        f"  {'    the rest: plan + commit (+ inspect rendering, noise)':62s} "
+        f"{statistics.median(plan_commit) * per:8.3f}"
+    )
+    print(f"  {'deltalake delete, process wall':62s} {med['deltalake'] * per:8.3f}")
+    print(f"  {floor_label + ' process wall':62s} {med['floor-proc'] * per:8.3f}")
+    print(
+        "main RSS: peak of the process itself (GNU time ru_maxrss); tree RSS: peak of the summed "
+        "RSS of the process tree, sampled every 0.1 s"
+    )
+    load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
+    print(f"reproduce: {shlex.join(command)}")
 
 
 if __name__ == "__main__":

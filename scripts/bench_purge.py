@@ -1,11 +1,11 @@
 """Benchmark: `dvtool optimize --purge` (arrow and Spark engines) against a bare pyarrow floor.
 
-Builds once, in .bench/purge-base/, a table of --files data files of --rows-per-file rows (id
-int64 sequential, key int64 random with a fixed seed, payload a 20-character string), written
-by deltalake.write_deltalake (one append per file), then `dvtool enable` and
-`dvtool delete --where "key % 10 = 3"`, which leaves a DV deleting ~10% of the rows on every
-file (checked with `dvtool inspect --json`). Each measured run works on a fresh copy of it.
-Per repeat, in the same run, each in its own process:
+Two shapes (--shape). narrow (the default) builds once, in .bench/purge-base/, a table of
+--files data files of --rows-per-file rows (id int64 sequential, key int64 random with a fixed
+seed, payload a 20-character string), written by deltalake.write_deltalake (one append per
+file), then `dvtool enable` and `dvtool delete --where "key % 10 = 3"`, which leaves a DV
+deleting ~10% of the rows on every file (checked with `dvtool inspect --json`). Each measured
+run works on a fresh copy of it. Per repeat, in the same run, each in its own process:
 
 - the floor: a Python process that decodes the DVs (dvtool.dvstore.DVStore, as dvtool
   must too: DV decoding is INCLUDED in the floor), then per file `pyarrow.parquet.read_table`
@@ -34,10 +34,36 @@ Spark without start-up <= 3x; the verdict uses median/median, the median of the 
 ratios and best/best are printed beside it because load from other work varies between
 repeats) and the command to reproduce.
 
+--shape small-files: the streaming-ingest table of bench_delete.py --shape small-files (5,000
+files x 2,000 rows, batch int64 partition column with one file per partition; id, key,
+payload as above), built by that script's code and copied to .bench/purge-base/, then `dvtool
+delete --where "key % 10 = 3"` (a DV on every file, checked). Spark is not run for it. Per
+repeat, besides the two floors and `dvtool optimize --purge --engine arrow`:
+
+- `dvtool optimize COPY --engine arrow --json`: compaction at the default target size (bins
+  are per partition, so with one file per partition it rewrites each file that has a DV);
+- `DeltaTable(COPY).optimize.compact()` (deltalake, on an identical copy of the table with its
+  DVs); the output reports what it did (with one file per partition it has nothing to
+  bin-pack and leaves the DVs in place) and checks that polars reads the same rows after it;
+- `dvtool inspect BASE --json`: start-up + log replay of the 5,000 adds with DVs, the fixed
+  and per-file part of the purge that is not reading DVs, rewriting or committing.
+
+It prints, besides the table above, purge / deltalake compact and compaction / deltalake
+compact (target: <= 1, at least as fast) and the cost per file (wall time / file count).
+
+Every child runs with bytecode caches, as an installed package does and as bench_startup.py
+measures (PYTHONDONTWRITEBYTECODE unset, PYTHONPYCACHEPREFIX=.bench/pycache), after one
+unmeasured warm-up process of each kind. With --profile, after the repeats each dvtool command
+of the shape runs once more on a fresh copy under `python -m cProfile -o
+.bench/profiles/purge-SHAPE-WHAT.prof` (not timed) and the top 15 functions are printed
+(dvtool's by cumulative time, all by own time): where the per-file time goes.
+
     .venv/bin/python scripts/bench_purge.py [--repeat 3] [--files 20] [--rows-per-file 1000000]
     .venv/bin/python scripts/bench_purge.py --files 4 --rows-per-file 200000   # smoke run
     .venv/bin/python scripts/bench_purge.py --skip-spark
     .venv/bin/python scripts/bench_purge.py --stock-cluster   # also on a stock-worker cluster
+    .venv/bin/python scripts/bench_purge.py --shape small-files [--repeat 3] [--profile]
+    .venv/bin/python scripts/bench_purge.py --shape small-files --files 200   # smoke run
 """
 
 from __future__ import annotations
@@ -75,7 +101,9 @@ from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.dvstore import DVStore
 from dvtool.storage import Storage
 
-root, threads, plan = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+root, threads, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[4]
+with open(sys.argv[3]) as f:
+    plan = json.load(f)
 imported = time.perf_counter()
 storage = Storage.for_table(root)
 store = DVStore(storage)
@@ -88,7 +116,6 @@ drops = [
     for item in plan
 ]
 decoded = time.perf_counter()
-out_dir = os.path.join(root, "_floor")
 os.makedirs(out_dir, exist_ok=True)
 
 def rewrite(index):
@@ -129,6 +156,17 @@ print(json.dumps({
     "import": imported - started, "session": session - imported,
     "stop": stopped - session, "seconds": stopped - started, "version": version,
 }))
+"""
+
+DELTALAKE_COMPACT_SNIPPET = """
+import json, sys
+from deltalake import DeltaTable
+print(json.dumps(DeltaTable(sys.argv[1]).optimize.compact()))
+"""
+WARM_DELTALAKE = """
+import sys
+from deltalake import DeltaTable
+DeltaTable(sys.argv[1]).file_uris()
 """
 
 GNU_TIME = Path("/usr/bin/time")
@@ -190,6 +228,14 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
+def with_caches(env: dict[str, str]) -> dict[str, str]:
+    """`env` with bytecode caches on, under .bench/pycache (see bench_startup.py): as an
+    installed package; with PYTHONDONTWRITEBYTECODE set every run compiles dvtool again."""
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(BENCH / "pycache")
+    return env
+
+
 def run_child(cmd: list[str], env: dict[str, str] | None = None) -> Child:
     """Run `cmd`; its wall time, peak RSS (largest process, and sampled tree sum on Linux).
 
@@ -206,7 +252,8 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None) -> Child:
         tree = 0
         with out.open("w") as stdout, err.open("w") as stderr:
             start = time.perf_counter()
-            proc = subprocess.Popen(wrapped, stdout=stdout, stderr=stderr, env=env)
+            child_env = with_caches(dict(os.environ) if env is None else env)
+            proc = subprocess.Popen(wrapped, stdout=stdout, stderr=stderr, env=child_env)
             while proc.poll() is None:
                 if linux:
                     tree = max(tree, _tree_rss(proc.pid))
@@ -275,8 +322,10 @@ def data_files(table: Path) -> list[Path]:
     return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
-def base_table(files: int, rows: int) -> tuple[Path, dict[str, Any]]:
+def base_table(shape: str, files: int, rows: int) -> tuple[Path, dict[str, Any]]:
     """The cached base table with a DV on every file (built once; a marker says it is done)."""
+    if shape == "small-files":
+        return small_files_base(files, rows)
     name = f"{files}x{rows}"
     table = BENCH / "purge-base" / name
     marker = BENCH / "purge-base" / f"{name}.ready"
@@ -318,6 +367,45 @@ def base_table(files: int, rows: int) -> tuple[Path, dict[str, Any]]:
     return table, state
 
 
+def small_files_base(files: int, rows: int) -> tuple[Path, dict[str, Any]]:
+    """bench_delete.py's small-files table (its code and its cached base), copied, with a DV
+    deleting `WHERE` on every file (made by dvtool delete)."""
+    import bench_delete  # scripts/ is on sys.path: this script's directory
+    import pyarrow.compute as pc
+
+    name = f"small-files-{files}x{rows}"
+    table = BENCH / "purge-base" / name
+    marker = BENCH / "purge-base" / f"{name}.ready"
+    if marker.exists() and table.is_dir():
+        return table, json.loads(marker.read_text())
+    started = time.perf_counter()
+    bench_delete.DVTOOL_BIN = DVTOOL_BIN
+    source = bench_delete.base_table("small-files", files, rows, enable_dvs=True)
+    deleted = pc.sum(pc.equal(_mod10(bench_delete.generate_small_files(files, rows)), 3)).as_py()
+    shutil.rmtree(table, ignore_errors=True)
+    shutil.copytree(source, table)
+    dvtool_json("delete", str(table), "--where", WHERE)
+    info = dvtool_json("inspect", str(table))
+    if info["files_with_dvs"] != files or info["deleted_rows"] != deleted:
+        sys.exit(
+            f"base table {table}: {info['files_with_dvs']} files with DVs and "
+            f"{info['deleted_rows']} deleted rows; expected {files} and {deleted}"
+        )
+    state = {
+        "shape": "small-files",
+        "files": files,
+        "rows_per_file": rows,
+        "seed": bench_delete.SEED,
+        "where": WHERE,
+        "deleted_rows": deleted,
+        "expected_rows": files * rows - deleted,
+    }
+    marker.write_text(json.dumps(state))
+    took = time.perf_counter() - started
+    print(f"built {table} ({files} files x {rows:,} rows, DVs on all) in {took:.1f} s", flush=True)
+    return table, state
+
+
 def _mod10(data: Any) -> Any:
     import pyarrow.compute as pc
 
@@ -347,24 +435,32 @@ def purge_plan(table: Path) -> list[dict[str, Any]]:
     ]
 
 
-def verify_purge(table: Path, state: dict[str, Any], what: str) -> list[str]:
-    """Problems with a purged copy: row counts as polars reads them, DVs left, file count."""
+def verify_rows(table: Path, state: dict[str, Any], what: str) -> list[str]:
+    """Problems with the rows polars reads from `table`: the expected count, none matching."""
     import polars as pl
 
-    problems = []
     try:
         height = pl.read_delta(str(table)).height
         left = pl.scan_delta(str(table)).filter(pl.col("key") % 10 == 3).select(pl.len())
         still = int(left.collect().item())
     except Exception as e:  # reported, not raised
-        return [f"{what}: polars cannot read the purged table: {type(e).__name__}: {e}"]
+        return [f"{what}: polars cannot read the table: {type(e).__name__}: {e}"]
     if height != state["expected_rows"] or still:
-        problems.append(
+        return [
             f"{what}: polars reads {height:,} rows ({still:,} with {WHERE}); "
             f"expected {state['expected_rows']:,} (0)"
-        )
+        ]
+    return []
+
+
+def verify_purge(table: Path, state: dict[str, Any], what: str, files: bool = True) -> list[str]:
+    """Problems with a purged (or compacted) copy: row counts as polars reads them, DVs left,
+    file count (unchanged, when `files`)."""
+    problems = verify_rows(table, state, what)
+    if problems and "cannot read" in problems[0]:
+        return problems
     info = dvtool_json("inspect", str(table))
-    if info["files_with_dvs"] != 0 or info["num_files"] != state["files"]:
+    if info["files_with_dvs"] != 0 or (files and info["num_files"] != state["files"]):
         problems.append(
             f"{what}: inspect shows {info['files_with_dvs']} files with DVs and "
             f"{info['num_files']} files (expected 0 and {state['files']})"
@@ -376,7 +472,7 @@ def verify_purge(table: Path, state: dict[str, Any], what: str) -> list[str]:
 
 def spark_env() -> dict[str, str]:
     """The environment for Spark children: the venv's Python for the workers too."""
-    env = dict(os.environ)
+    env = with_caches(dict(os.environ))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
@@ -419,15 +515,80 @@ def ratio_row(
     print(f"  {label:34s} {ratio:6.2f} {paired:6.2f} {best:6.2f}{verdict}")
 
 
+def print_profile(path: Path, top: int = 15) -> None:
+    """The `top` functions by cumulative time among dvtool's own, then overall by own time."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    rows = [
+        (ct, tt, nc, f"{Path(file).as_posix()}:{line}({func})")
+        for (file, line, func), (_, nc, tt, ct, _) in stats.items()
+    ]
+    total = max(ct for ct, *_ in rows)
+    root = ROOT.as_posix() + "/"
+    views = (
+        ("dvtool's functions by cumulative time", 0, lambda r: f"{root}dvtool/" in r[3]),
+        ("all functions by own time (tottime)", 1, lambda r: True),
+    )
+    for title, key, keep in views:
+        print(f"  {title} (of {total:.2f} s profiled):")
+        print(f"    {'cumtime':>8s} {'tottime':>8s} {'calls':>9s}  function")
+        for ct, tt, nc, where in sorted(filter(keep, rows), key=lambda r: -r[key])[:top]:
+            print(f"    {ct:8.3f} {tt:8.3f} {nc:9d}  {where.replace(root, '')}")
+
+
+def dvtool_python() -> str:
+    """The Python beside the dvtool executable (for --profile), else this one."""
+    python = Path(dvtool_bin()).parent / "python"
+    return str(python) if python.exists() else sys.executable
+
+
+def profile(base: Path, shape: str, what: str, args: list[str]) -> None:
+    """Run `dvtool optimize COPY *args` once more under cProfile on a fresh copy; print the top."""
+    copy = fresh_copy(base, "profile")
+    out = BENCH / "profiles" / f"purge-{shape}-{what}.prof"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [dvtool_python(), "-m", "cProfile", "-o", str(out), "-m", "dvtool"]
+    child = checked(run_child([*cmd, "optimize", str(copy), *args]), f"{what} under cProfile")
+    print()
+    print(
+        f"profile: dvtool optimize {' '.join(args)} under cProfile (not in the timings): "
+        f"{child.seconds:.2f} s wall; {out.relative_to(ROOT)} (e.g. python -m pstats, snakeviz)"
+    )
+    print_profile(out)
+
+
+def warm_up(base: Path, plan: list[dict[str, Any]], spark: bool) -> None:
+    """One unmeasured process of each kind (nothing written to `base`): fills the bytecode
+    caches under .bench/pycache and the page cache, so that repeat 1 is like the others."""
+    with tempfile.TemporaryDirectory() as tmp:
+        one = Path(tmp) / "plan.json"
+        one.write_text(json.dumps(plan[:1]))
+        floor = [sys.executable, "-c", FLOOR_SNIPPET, str(base), "1", str(one), f"{tmp}/out"]
+        dry = [dvtool_bin(), "optimize", str(base), "--purge", "--dry-run", "--json"]
+        for cmd, what in (
+            ([dvtool_bin(), "inspect", str(base), "--json"], "dvtool inspect"),
+            ([*dry, "--engine", "arrow"], "dvtool optimize --dry-run"),
+            (floor, "floor"),
+            ([sys.executable, "-c", WARM_DELTALAKE, str(base)], "deltalake"),
+        ):
+            checked(run_child(cmd), f"warm-up: {what}")
+        if spark:  # its failures are reported by the measured runs
+            run_child([sys.executable, "-c", SPARK_STARTUP_SNIPPET], env=spark_env())
+
+
 def mib(n: float | None) -> str:
     return "       n/a" if n is None else f"{n / 2**20:6.0f} MiB"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=["narrow", "small-files"], default="narrow")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--files", type=int, default=20)
-    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, help="default: 20 (narrow), 5000 (small-files)")
+    parser.add_argument(
+        "--rows-per-file", type=int, help="default: 1,000,000 (narrow), 2,000 (small-files)"
+    )
     parser.add_argument("--skip-spark", action="store_true", help="measure arrow and floor only")
     parser.add_argument("--dvtool", help="dvtool executable (default: this environment's)")
     parser.add_argument(
@@ -435,25 +596,40 @@ def main() -> None:
         action="store_true",
         help="also purge on a standalone cluster whose executors have only pyarrow/pandas/numpy",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run each dvtool command once under cProfile and print the top 15 functions",
+    )
     args = parser.parse_args()
     global DVTOOL_BIN
     DVTOOL_BIN = args.dvtool
-    command = [".venv/bin/python", "scripts/bench_purge.py", "--files", str(args.files)]
+    small = args.shape == "small-files"
+    if small and args.stock_cluster:
+        parser.error("--stock-cluster is for --shape narrow")
+    args.files = args.files or (5_000 if small else 20)
+    args.rows_per_file = args.rows_per_file or (2_000 if small else 1_000_000)
+    command = [".venv/bin/python", "scripts/bench_purge.py", "--shape", args.shape]
+    command += ["--files", str(args.files)]
     command += ["--rows-per-file", str(args.rows_per_file), "--repeat", str(args.repeat)]
     command += ["--skip-spark"] if args.skip_spark else []
     command += ["--dvtool", args.dvtool] if args.dvtool else []
     command += ["--stock-cluster"] if args.stock_cluster else []
+    command += ["--profile"] if args.profile else []
+    args.skip_spark = args.skip_spark or small
     total = args.files * args.rows_per_file
     threads = max(2, os.cpu_count() or 2)  # dvtool's ArrowEngine pool size
 
     import pyarrow
 
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    base, state = base_table(args.files, args.rows_per_file)
+    base, state = base_table(args.shape, args.files, args.rows_per_file)
     plan = purge_plan(base)
     if len(plan) != args.files:
         sys.exit(f"expected {args.files} files with DVs in {base}, found {len(plan)}")
-    plan_json = json.dumps(plan)
+    RUNS.mkdir(parents=True, exist_ok=True)
+    plan_file = RUNS / "floor-plan.json"
+    plan_file.write_text(json.dumps(plan))
 
     spark_error: str | None = None
     if not args.skip_spark:
@@ -476,15 +652,18 @@ def main() -> None:
         if child.tree_rss is not None:
             trees.setdefault(name, []).append(child.tree_rss)
 
+    warm_up(base, plan, spark=not args.skip_spark and spark_error is None)
+    dl_compact: dict[str, Any] = {}
+    dl_dvs_left = 0
+    compact_out: dict[str, Any] = {}
     cluster = start_stock_cluster() if args.stock_cluster and not args.skip_spark else None
     for repeat in range(args.repeat):
         line = [f"repeat {repeat + 1}:"]
         for label, pool in (("floor-seq", 1), ("floor-threads", threads)):
             copy = fresh_copy(base, label)
-            child = checked(
-                run_child([sys.executable, "-c", FLOOR_SNIPPET, str(copy), str(pool), plan_json]),
-                f"floor ({label})",
-            )
+            floor_cmd = [sys.executable, "-c", FLOOR_SNIPPET, str(copy), str(pool)]
+            floor_cmd += [str(plan_file), str(copy / "_floor")]
+            child = checked(run_child(floor_cmd), f"floor ({label})")
             out = json.loads(child.stdout)
             if out["rows"] != state["expected_rows"]:
                 problems.append(f"{label} wrote {out['rows']:,} rows")
@@ -505,6 +684,28 @@ def main() -> None:
         record("arrow", child)
         problems += verify_purge(copy, state, "arrow")
         line.append(f"arrow {child.seconds:.2f} s")
+
+        if small:
+            child = checked(run_child([dvtool_bin(), "inspect", str(base), "--json"]), "inspect")
+            record("inspect", child)
+            line.append(f"inspect {child.seconds:.2f} s")
+
+            copy = fresh_copy(base, "compact")
+            cmd = [dvtool_bin(), "optimize", str(copy), "--engine", "arrow", "--json"]
+            child = checked(run_child(cmd), "dvtool optimize (compaction)")
+            compact_out = json.loads(child.stdout)
+            record("compact", child)
+            problems += verify_purge(copy, state, "compaction", files=False)
+            line.append(f"compaction {child.seconds:.2f} s")
+
+            copy = fresh_copy(base, "deltalake")
+            cmd = [sys.executable, "-c", DELTALAKE_COMPACT_SNIPPET, str(copy)]
+            child = checked(run_child(cmd), "deltalake optimize.compact()")
+            dl_compact = json.loads(child.stdout)
+            record("dl-compact", child)
+            problems += verify_rows(copy, state, "deltalake compact")
+            dl_dvs_left = dvtool_json("inspect", str(copy))["files_with_dvs"]
+            line.append(f"deltalake compact {child.seconds:.2f} s")
 
         if not args.skip_spark and spark_error is None:
             startup = run_child([sys.executable, "-c", SPARK_STARTUP_SNIPPET], env=spark_env())
@@ -536,13 +737,19 @@ def main() -> None:
             print(f"FAILED: {problem}", flush=True)
         if problems:
             sys.exit(1)
+    if args.profile:
+        profile(base, args.shape, "purge", ["--purge", "--engine", "arrow", "--json"])
+        if small:
+            profile(base, args.shape, "compaction", ["--engine", "arrow", "--json"])
     shutil.rmtree(RUNS, ignore_errors=True)
 
     med = {name: statistics.median(values) for name, values in walls.items()}
     size = sum(p.stat().st_size for p in data_files(base))
     print()
+    partitioned = ", one partition per file (batch)" if small else ""
     print(
-        f"table: {args.files} files x {args.rows_per_file:,} rows = {total:,} rows, "
+        f"shape: {args.shape}  table: {args.files:,} files x {args.rows_per_file:,} rows = "
+        f"{total:,} rows{partitioned}, "
         f"{size / 2**20:.0f} MiB; {state['deleted_rows']:,} rows ({WHERE}) deleted by DVs on "
         f"all {args.files} files; {state['expected_rows']:,} rows after purge"
     )
@@ -571,6 +778,9 @@ def main() -> None:
         "spark-startup": "Spark start-up (import + session + stop)",
         "spark": "dvtool optimize --purge --engine spark",
         "spark-cluster": "the same on the stock-worker standalone cluster",
+        "compact": "dvtool optimize --engine arrow (compaction)",
+        "dl-compact": "deltalake DeltaTable.optimize.compact()",
+        "inspect": "dvtool inspect --json (start-up + log replay)",
     }
     for name, label in labels.items():
         if name not in walls:
@@ -608,10 +818,16 @@ def main() -> None:
             f"{statistics.median(startups):.2f} s; spark purge without start-up: median "
             f"{statistics.median(without):.2f} s (min {min(without):.2f})"
         )
+    if small:
+        ratio_row("compaction / floor", walls["compact"], floor_walls)
+        ratio_row("purge / deltalake compact", walls["arrow"], walls["dl-compact"], 1.0)
+        ratio_row("compaction / deltalake compact", walls["compact"], walls["dl-compact"], 1.0)
     if "spark-cluster" in walls:
         ratio_row("stock cluster / floor (with start-up)", walls["spark-cluster"], floor_walls)
         ratio_row("stock cluster / local spark", walls["spark-cluster"], walls["spark"])
-    if args.skip_spark:
+    if small:
+        print("  spark: not run for --shape small-files")
+    elif args.skip_spark:
         print("  spark: skipped (--skip-spark)")
     elif spark_error and "spark" in walls:
         print(
@@ -625,6 +841,40 @@ def main() -> None:
         f"DVs after each purge; arrow removed {metrics['numDeletionVectorRowsRemoved']:,} rows, "
         f"wrote {metrics['numAddedFiles']} files ({metrics['numAddedBytes'] / 2**20:.0f} MiB)"
     )
+    if small:
+        cm = compact_out["metrics"]
+        print(
+            f"dvtool compaction (default target size): {cm['numPlannedBins']:,} bins, removed "
+            f"{cm['numRemovedFiles']:,} files, wrote {cm['numAddedFiles']:,} "
+            f"({cm['numAddedBytes'] / 2**20:.0f} MiB), dropped "
+            f"{cm['numDeletionVectorRowsRemoved']:,} DV-deleted rows; polars and inspect checked"
+        )
+        print(
+            f"deltalake optimize.compact(): considered {dl_compact.get('totalConsideredFiles')}"
+            f" files, skipped {dl_compact.get('totalFilesSkipped')}, removed "
+            f"{dl_compact.get('numFilesRemoved')}, added {dl_compact.get('numFilesAdded')}, "
+            f"partitions optimized {dl_compact.get('partitionsOptimized')}; files with DVs "
+            f"after it: {dl_dvs_left:,} of {args.files:,}; polars reads "
+            f"{state['expected_rows']:,} rows from it"
+        )
+        per = 1000 / args.files
+        fair_parts = floor_parts[fair]
+        rest = [w - i for w, i in zip(walls["arrow"], walls["inspect"], strict=True)]
+        print(f"per file ({args.files:,} files; medians, ms per file):")
+        for label, value in (
+            ("dvtool optimize --purge, process wall", med["arrow"]),
+            ("  of which start-up + log replay (dvtool inspect process)", med["inspect"]),
+            ("  the rest: plan, DV reads, read-filter-write, commit", statistics.median(rest)),
+            ("dvtool optimize (compaction), process wall", med["compact"]),
+            ("deltalake optimize.compact(), process wall", med["dl-compact"]),
+            ("fair floor, process wall", floor),
+            (
+                "  DV decoding (dvtool.dvstore, timed inside)",
+                statistics.median(fair_parts["decode"]),
+            ),
+            ("  read-filter-write (timed inside)", statistics.median(fair_parts["rewrite"])),
+        ):
+            print(f"  {label:62s} {value * per:8.3f}")
     print(
         "main RSS: peak of the process itself and the children it waited for (GNU time "
         "ru_maxrss); tree RSS: peak of the summed RSS of the whole process tree (JVM, Python "
