@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_process import tree_rss  # scripts/ is on sys.path: this script's directory
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
 SEED = 20240501
@@ -157,37 +159,6 @@ class Child:
     returncode: int
 
 
-def _children_map() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        out.setdefault(ppid, []).append(int(entry.name))
-    return out
-
-
-def _tree_rss(pid: int) -> int:
-    """The summed RSS (bytes) of `pid` and all its descendants, from /proc."""
-    children = _children_map()
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        todo += children.get(current, [])
-        try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-                    break
-        except OSError:
-            continue
-    return total
-
-
 def child_env() -> dict[str, str]:
     """The environment of the measured processes: bytecode caches on, under .bench/pycache.
 
@@ -219,7 +190,7 @@ def run_child(cmd: list[str]) -> Child:
             proc = subprocess.Popen(wrapped, stdout=stdout, stderr=stderr, env=child_env())
             while proc.poll() is None:
                 if linux:
-                    tree = max(tree, _tree_rss(proc.pid))
+                    tree = max(tree, tree_rss(proc.pid))
                 time.sleep(0.1)
             seconds = time.perf_counter() - start
         kib = int(report.read_text().split()[-1]) if report.exists() else 0
