@@ -29,9 +29,9 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
         FileEntry,
         HistoryEntry,
         InspectResult,
-        TableSummary,
         VerifyReport,
     )
+    from dvtool.commands.inspect_summary import TableSummary
     from dvtool.commands.manifest import ManifestResult
     from dvtool.commands.optimize import OptimizeResult
     from dvtool.commands.vacuum import VacuumResult

@@ -1,22 +1,18 @@
 """`dvtool inspect`: what a table holds, how many rows its DVs delete, and whether it is sound.
 
 Each function takes an opened table and returns a plain result object with `to_json()`; the
-CLI decides how to show it. Summaries are computed column-wise over the snapshot's file table
-so they stay fast for tables with hundreds of thousands of files.
+CLI decides how to show it. The default summary is `dvtool.commands.inspect_summary`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from dvtool.core import arrow_values
-from dvtool.core.features import reader_features, require_readable, writer_features
-from dvtool.core.schema import StructType, partition_physical_names, type_string
+from dvtool.commands.inspect_summary import TableSummary, summarize
+from dvtool.core.features import require_readable
+from dvtool.core.schema import partition_physical_names
 from dvtool.errors import DeletionVectorError, DvtoolError, StorageError, UsageError
 from dvtool.io_pool import map_io
 
@@ -31,7 +27,6 @@ if TYPE_CHECKING:
 # most of its time.
 
 Progress = Callable[[int], None]
-_RATIO_BUCKETS = 10
 
 
 # -- opening ---------------------------------------------------------------------------------
@@ -48,198 +43,6 @@ def load_snapshot(
     snapshot = log.snapshot(version)
     require_readable(snapshot.protocol)
     return snapshot
-
-
-# -- summary ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DVStorage:
-    """How the live DVs are stored: separate DV files, inline in the log, absolute paths."""
-
-    dv_files: int
-    on_disk_dvs: int
-    inline_dvs: int
-    absolute_path_dvs: int
-    dv_bytes: int
-
-
-@dataclass(frozen=True)
-class TableSummary:
-    """The default view of `inspect`."""
-
-    table_id: str
-    name: str | None
-    location: str
-    version: int
-    commit_timestamp: int | None
-    operation: str | None
-    protocol: dict[str, Any]
-    reader_features: list[str]
-    writer_features: list[str]
-    configuration: dict[str, str]
-    partition_columns: list[str]
-    column_mapping_mode: str
-    schema: list[dict[str, Any]]
-    num_files: int
-    size_bytes: int
-    physical_rows: int
-    logical_rows: int
-    deleted_rows: int
-    deleted_ratio: float
-    files_with_dvs: int
-    files_without_stats: int
-    row_counts_exact: bool
-    dv_storage: DVStorage
-    deleted_ratio_histogram: list[dict[str, Any]]
-    num_tombstones: int
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def summarize(snapshot: Snapshot, row_counts: FooterCounts | None = None) -> TableSummary:
-    """Counts, sizes, DV health and the deleted-ratio histogram of a snapshot."""
-    files = snapshot.files
-    records = _records(snapshot, row_counts)
-    without_stats = _count(pc.is_null(files.column("numRecords")))
-    deleted = snapshot.dv_cardinality
-    physical = _sum(records)
-    deleted_rows = _sum(deleted)
-    protocol = snapshot.protocol
-    return TableSummary(
-        table_id=snapshot.metadata.id,
-        name=snapshot.metadata.name,
-        location=snapshot.root,
-        version=snapshot.version,
-        commit_timestamp=snapshot.commit.timestamp_ms,
-        operation=(snapshot.commit.commit_info or {}).get("operation"),
-        protocol=_protocol_json(snapshot),
-        reader_features=sorted(reader_features(protocol)),
-        writer_features=sorted(writer_features(protocol)),
-        configuration=dict(snapshot.metadata.configuration),
-        partition_columns=list(snapshot.metadata.partition_columns),
-        column_mapping_mode=snapshot.column_mapping_mode,
-        schema=_schema_json(snapshot.schema, snapshot.column_mapping_mode),
-        num_files=files.num_rows,
-        size_bytes=_sum(files.column("size")),
-        physical_rows=physical,
-        logical_rows=physical - deleted_rows,
-        deleted_rows=deleted_rows,
-        deleted_ratio=deleted_rows / physical if physical else 0.0,
-        files_with_dvs=pc.sum(pc.is_valid(files.column("deletionVector"))).as_py() or 0,
-        files_without_stats=without_stats,
-        row_counts_exact=without_stats == 0 or row_counts is not None,
-        dv_storage=_dv_storage(files.column("deletionVector")),
-        deleted_ratio_histogram=_histogram(deleted, records, files.column("deletionVector")),
-        num_tombstones=snapshot.tombstones.num_rows,
-    )
-
-
-def _protocol_json(snapshot: Snapshot) -> dict[str, Any]:
-    p = snapshot.protocol
-    return {
-        "minReaderVersion": p.min_reader_version,
-        "minWriterVersion": p.min_writer_version,
-        "readerFeatures": None if p.reader_features is None else list(p.reader_features),
-        "writerFeatures": None if p.writer_features is None else list(p.writer_features),
-    }
-
-
-def _schema_json(schema: StructType, mode: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f.name,
-            "type": type_string(f.type),
-            "nullable": f.nullable,
-            "physical_name": f.physical_name(mode),
-        }
-        for f in schema
-    ]
-
-
-def _sum(values: pa.Array | pa.ChunkedArray) -> int:
-    return int(pc.sum(values).as_py() or 0)
-
-
-def _dv_storage(dvs: pa.ChunkedArray) -> DVStorage:
-    kinds = pc.struct_field(dvs, "storageType")
-    on_disk = pc.equal(kinds, _string("u"))
-    paths = pc.struct_field(dvs, "pathOrInlineDv").filter(pc.fill_null(on_disk, arrow_values.FALSE))
-    return DVStorage(
-        dv_files=len(pc.unique(paths)),
-        on_disk_dvs=_count(on_disk),
-        inline_dvs=_count(pc.equal(kinds, _string("i"))),
-        absolute_path_dvs=_count(pc.equal(kinds, _string("p"))),
-        dv_bytes=_sum(pc.struct_field(dvs, "sizeInBytes")),
-    )
-
-
-def _string(value: str) -> pa.Scalar:
-    return arrow_values.scalar(value, pa.string())
-
-
-def _count(mask: pa.Array | pa.ChunkedArray) -> int:
-    return int(pc.sum(pc.fill_null(mask, arrow_values.FALSE)).as_py() or 0)
-
-
-def _histogram(deleted: pa.Array, records: pa.Array, dvs: pa.ChunkedArray) -> list[dict[str, Any]]:
-    """Files per deleted-ratio bucket of 10%; files without a DV are a bucket of their own."""
-    has_dv = pc.is_valid(dvs)
-    ratio = pc.divide(pc.cast(deleted, pa.float64()), pc.cast(records, pa.float64()))
-    ratio = pc.filter(ratio, pc.and_(has_dv, pc.greater(records, _int64(0))))
-    scaled = pc.multiply(ratio, arrow_values.scalar(float(_RATIO_BUCKETS), pa.float64()))
-    bucket = pc.min_element_wise(pc.cast(pc.floor(scaled), pa.int64()), _int64(_RATIO_BUCKETS - 1))
-    counts = {row["values"]: row["counts"] for row in pc.value_counts(bucket).to_pylist()}
-    width = 100 // _RATIO_BUCKETS
-    rows = [{"bucket": "no DV", "files": _count(pc.invert(has_dv))}]
-    rows += [
-        {"bucket": f"{b * width}-{(b + 1) * width}%", "files": counts.get(b, 0)}
-        for b in range(_RATIO_BUCKETS)
-    ]
-    return rows
-
-
-# -- row counts from footers -----------------------------------------------------------------
-
-
-@dataclass
-class FooterCounts:
-    """Row counts read from parquet footers for files whose stats lack numRecords."""
-
-    counts: dict[int, int] = field(default_factory=dict)
-
-
-def count_missing_rows(snapshot: Snapshot, log: DeltaLog) -> FooterCounts:
-    """Read the footer of every live file without `numRecords`, so row counts are exact.
-
-    Only on request (`--count-rows`): by default counts come from the log alone, and
-    `files_without_stats` says how many files they leave out.
-    """
-    from dvtool.data_files import footer_row_count
-
-    missing = pc.indices_nonzero(pc.is_null(snapshot.files.column("numRecords"))).to_pylist()
-    paths = snapshot.files.column("path")
-    storage = log.storage
-
-    def count(i: int) -> tuple[int, int]:
-        return i, footer_row_count(storage, storage.resolve(paths[i].as_py()))
-
-    return FooterCounts(dict(map_io(count, missing)))
-
-
-def _records(snapshot: Snapshot, footers: FooterCounts | None) -> pa.Array:
-    records = arrow_values.combined(snapshot.files.column("numRecords"))
-    if not footers or not footers.counts:
-        return pc.fill_null(records, _int64(0))
-    values = records.to_pylist()
-    for i, n in footers.counts.items():
-        values[i] = n
-    return pc.fill_null(arrow_values.array(values, pa.int64()), _int64(0))
-
-
-def _int64(value: int) -> pa.Scalar:
-    return arrow_values.scalar(value, pa.int64())
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -572,7 +375,11 @@ def run_inspect(
     if request.history is not None and not (request.files or request.verify or request.checks):
         return InspectResult(None, history=history(log, request.history))
     snapshot = load_snapshot(log, request.version, request.timestamp_ms)
-    footers = count_missing_rows(snapshot, log) if request.count_rows else None
+    footers = None
+    if request.count_rows:
+        from dvtool.commands.inspect_columns import count_missing_rows
+
+        footers = count_missing_rows(snapshot, log)
     summary = summarize(snapshot, footers)
     files = None
     if request.files:

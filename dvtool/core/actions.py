@@ -1,122 +1,102 @@
-"""Delta log actions: protocol, metaData, txn, domainMetadata, and the file-action tables.
+"""Delta log actions: protocol, metaData, txn, domainMetadata, and the file-action fields.
 
 Non-file actions are few per snapshot and are kept as small frozen dataclasses that remember
 the raw JSON they came from, so writers can copy them back without dropping fields they do not
-know. File actions (`add`, `remove`) can number in the millions and are kept as pyarrow tables
-in one canonical layout, whatever their source (JSON commit or parquet checkpoint).
+know. File actions (`add`, `remove`) can number in the millions; the fields dvtool models are
+declared here, and `dvtool.core.file_actions` keeps them as pyarrow tables in one canonical
+layout, whatever their source (JSON commit or parquet checkpoint). This module needs no
+pyarrow: reading a small table's JSON log does not import it.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
-
-from dvtool.core import arrow_values
 from dvtool.core.paths import canonical_path
 from dvtool.errors import LogError
 
 JSON = dict[str, Any]
 
-DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-    ]
+# The fields of `add` and `remove` dvtool models, in the order of the protocol's tables, with
+# the kind of JSON value each holds (`FieldKind`). `dvtool.core.file_actions` builds the
+# canonical pyarrow layout from these; `has_plain_values` checks actions against them.
+ADD_FIELDS: tuple[tuple[str, str], ...] = (
+    ("path", "string"),
+    ("partitionValues", "map"),
+    ("size", "long"),
+    ("modificationTime", "long"),
+    ("dataChange", "boolean"),
+    ("stats", "string"),
+    ("tags", "map"),
+    ("deletionVector", "deletionVector"),
+    ("baseRowId", "long"),
+    ("defaultRowCommitVersion", "long"),
+    ("clusteringProvider", "string"),
 )
-STRING_MAP = pa.map_(pa.string(), pa.string())
-
-# Columns shared by add and remove, in the order of the protocol's tables.
-_ADD_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("path", pa.string()),
-    ("partitionValues", STRING_MAP),
-    ("size", pa.int64()),
-    ("modificationTime", pa.int64()),
-    ("dataChange", pa.bool_()),
-    ("stats", pa.string()),
-    ("tags", STRING_MAP),
-    ("deletionVector", DV_TYPE),
-    ("baseRowId", pa.int64()),
-    ("defaultRowCommitVersion", pa.int64()),
-    ("clusteringProvider", pa.string()),
-]
-_REMOVE_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("path", pa.string()),
-    ("deletionTimestamp", pa.int64()),
-    ("dataChange", pa.bool_()),
-    ("extendedFileMetadata", pa.bool_()),
-    ("partitionValues", STRING_MAP),
-    ("size", pa.int64()),
-    ("stats", pa.string()),
-    ("tags", STRING_MAP),
-    ("deletionVector", DV_TYPE),
-    ("baseRowId", pa.int64()),
-    ("defaultRowCommitVersion", pa.int64()),
-]
+REMOVE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("path", "string"),
+    ("deletionTimestamp", "long"),
+    ("dataChange", "boolean"),
+    ("extendedFileMetadata", "boolean"),
+    ("partitionValues", "map"),
+    ("size", "long"),
+    ("stats", "string"),
+    ("tags", "map"),
+    ("deletionVector", "deletionVector"),
+    ("baseRowId", "long"),
+    ("defaultRowCommitVersion", "long"),
+)
+# The deletion vector descriptor's fields (`deletionVector` kind).
+DV_FIELDS: tuple[tuple[str, str], ...] = (
+    ("storageType", "string"),
+    ("pathOrInlineDv", "string"),
+    ("offset", "int"),
+    ("sizeInBytes", "int"),
+    ("cardinality", "long"),
+)
 # Fields we do not model are kept per row as a JSON object text, so they survive a rewrite.
-EXTRA_FIELD = ("extraFields", pa.string())
+EXTRA_FIELD_NAME = "extraFields"
 
-ADD_SCHEMA = pa.schema([*_ADD_FIELDS, EXTRA_FIELD])
-REMOVE_SCHEMA = pa.schema([*_REMOVE_FIELDS, EXTRA_FIELD])
-_ADD_NAMES = frozenset(name for name, _ in _ADD_FIELDS)
-_REMOVE_NAMES = frozenset(name for name, _ in _REMOVE_FIELDS)
+_INT_RANGES = {"int": 2**31, "long": 2**63}
 
 
-def file_actions_table(actions: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Build a canonical add or remove table from JSON action objects, column by column.
+def has_plain_values(
+    actions: Iterable[Mapping[str, Any]], fields: Sequence[tuple[str, str]]
+) -> bool:
+    """Whether every modelled field of `actions` holds a JSON value of exactly its kind.
 
-    Fields no action carries become null columns without touching the actions again, which
-    matters for commits of hundreds of thousands of files.
+    Plain means: strings are `str`, longs and ints are `int` (not bool) in range, booleans
+    `bool`, maps are objects of strings (or nulls), deletion vectors objects of plain fields;
+    any field may be null or absent. The canonical tables accept a little more (a float
+    for an integer, truncated; a map as a list of pairs), so a False here is no error: it
+    only sends the actions through the table conversion, which decides.
     """
-    known = _ADD_NAMES if schema is ADD_SCHEMA else _REMOVE_NAMES
-    present: set[str] = set().union(*actions) if actions else set()
-    n = len(actions)
-    columns: list[pa.Array] = []
-    for f in schema:
-        if f.name == EXTRA_FIELD[0]:
-            columns.append(_extra_column(actions, known, present))
-        elif f.name not in present:
-            columns.append(pa.nulls(n, f.type))
-        elif f.type == STRING_MAP:
-            columns.append(_map_column(actions, f.name))
-        else:
-            columns.append(_scalar_column(actions, f.name, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _scalar_column(actions: Sequence[Mapping[str, Any]], name: str, typ: pa.DataType) -> pa.Array:
-    values = [a.get(name) for a in actions]
-    try:
-        return arrow_values.array(values, typ)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        raise LogError(f"file action field '{name}' has a value of the wrong type: {e}") from e
-
-
-def _map_column(actions: Sequence[Mapping[str, Any]], name: str) -> pa.Array:
-    values = [a.get(name) for a in actions]
-    try:
-        return arrow_values.array(values, STRING_MAP)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-        raise LogError(f"file action field '{name}' is not a map of strings: {e}") from e
-
-
-def _extra_column(
-    actions: Sequence[Mapping[str, Any]], known: frozenset[str], present: set[str]
-) -> pa.Array:
-    if present <= known:
-        return pa.nulls(len(actions), pa.string())
-    texts = []
     for action in actions:
-        extra = {k: v for k, v in action.items() if k not in known}
-        texts.append(json.dumps(extra, separators=(",", ":")) if extra else None)
-    return arrow_values.array(texts, pa.string())
+        for name, kind in fields:
+            value = action.get(name)
+            if value is not None and not _is_plain(value, kind):
+                return False
+    return True
+
+
+def _is_plain(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return type(value) is str
+    if kind in _INT_RANGES:
+        bound = _INT_RANGES[kind]
+        return type(value) is int and -bound <= value < bound
+    if kind == "boolean":
+        return type(value) is bool
+    if kind == "map":
+        return type(value) is dict and all(
+            type(k) is str and (v is None or type(v) is str) for k, v in value.items()
+        )
+    return type(value) is dict and all(
+        (v := value.get(name)) is None or _is_plain(v, sub) for name, sub in DV_FIELDS
+    )
 
 
 def unsafe_path_reason(path_in_log: str) -> str | None:

@@ -27,16 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvtool.core import arrow_values
-from dvtool.core.actions import (
-    ADD_SCHEMA,
-    DV_TYPE,
-    EXTRA_FIELD,
-    REMOVE_SCHEMA,
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    Txn,
-)
+from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
+from dvtool.core.file_actions import ADD_SCHEMA, DV_TYPE, EXTRA_FIELD, REMOVE_SCHEMA
 from dvtool.core.replay import ActionBatch, TableState
 from dvtool.errors import LogError, UnsupportedFeatureError
 

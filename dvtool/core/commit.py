@@ -17,16 +17,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dvtool.core.actions import (
-    ADD_SCHEMA,
-    DV_TYPE,
-    EXTRA_FIELD,
-    REMOVE_SCHEMA,
-    Metadata,
-    Protocol,
-    file_action_key,
-)
+from dvtool.core.actions import Metadata, Protocol, file_action_key
 from dvtool.core.features import writer_features
+from dvtool.core.file_actions import ADD_SCHEMA, DV_TYPE, EXTRA_FIELD, REMOVE_SCHEMA
 from dvtool.core.paths import CanonicalRoot
 
 JSON = dict[str, Any]

@@ -33,11 +33,6 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from dvtool.core import arrow_values
-
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _LOCAL_HOSTS = frozenset({"", "localhost"})
 
@@ -108,31 +103,6 @@ def canonical_path(path: str, root: str) -> str:
     For one-off use; replay parses the root once with `CanonicalRoot.parse`.
     """
     return CanonicalRoot.parse(root).key(path)
-
-
-def canonical_path_column(
-    paths: pa.ChunkedArray | pa.Array, root: CanonicalRoot
-) -> pa.ChunkedArray | pa.Array:
-    """`root.key` of every path of a string column, vectorised.
-
-    Plain paths, nearly all of them, are found column-wise and kept as they are; only the
-    others go through Python. A column with none comes back unchanged.
-    """
-    needs = _needs_key(paths)
-    if not pc.any(needs).as_py():
-        return paths
-    column = arrow_values.combined(paths)
-    mask = arrow_values.combined(needs)
-    keys = [root.key(p) for p in pc.filter(column, mask).to_pylist()]
-    return pc.replace_with_mask(column, mask, arrow_values.array(keys, pa.string()))
-
-
-def _needs_key(paths: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """Which paths are not plain (`is_plain`), False for nulls, column-wise."""
-    escaped = pc.match_substring(paths, "%")
-    colon = pc.match_substring(paths, ":")
-    absolute = pc.starts_with(paths, "/")
-    return pc.fill_null(pc.or_(pc.or_(escaped, colon), absolute), arrow_values.FALSE)
 
 
 def _relative_key(relative: str) -> str:

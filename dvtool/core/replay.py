@@ -8,31 +8,28 @@ Replay goes from the newest commit to the oldest and keeps, for every logical fi
 domainMetadata per domain (removed domains are dropped). A checkpoint is already reconciled,
 so its file actions only need filtering against the keys seen in later commits; that filter
 runs on whole pyarrow columns, which keeps snapshots of millions of files fast.
+
+The live files and tombstones of the result (`FileActions`) become canonical pyarrow tables
+(`dvtool.core.file_actions`) on first use. Until then the file actions of JSON commits stay
+the objects they were parsed into, so a small table read from JSON commits alone is summed up
+without importing pyarrow at all (start-up is most of what `inspect` of such a table costs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from dvtool.core import arrow_values
-from dvtool.core.actions import (
-    ADD_SCHEMA,
-    REMOVE_SCHEMA,
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    Txn,
-    file_actions_table,
-)
-from dvtool.core.paths import CanonicalRoot, canonical_path_column
+from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
+from dvtool.core.paths import CanonicalRoot
 from dvtool.errors import LogError
 
-_KEY_SEP = "\x00"
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+KEY_SEPARATOR = "\x00"
 
 
 @dataclass
@@ -64,6 +61,38 @@ class ActionBatch:
 
 
 @dataclass
+class FileActions:
+    """The live adds (or the tombstones) of a table state, as replay left them.
+
+    `actions` are the JSON objects of commits (newest first), `sources` the (log file,
+    first, end) slice each log file contributed, for messages; `tables` the already filtered
+    canonical tables of checkpoint parts. `table` joins them in the canonical layout.
+    """
+
+    kind: str  # "add" or "remove"
+    actions: list[Mapping[str, Any]] = field(default_factory=list)
+    sources: list[tuple[str, int, int]] = field(default_factory=list)
+    tables: list[pa.Table] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.actions) + sum(int(t.num_rows) for t in self.tables)
+
+    @property
+    def json_only(self) -> bool:
+        """Whether every action is one of `actions` (no checkpoint table contributed)."""
+        return not any(t.num_rows for t in self.tables)
+
+    @cached_property
+    def table(self) -> pa.Table:
+        """All actions as one canonical table; LogError naming the log file of a bad field."""
+        from dvtool.core import file_actions as fa
+
+        schema = fa.ADD_SCHEMA if self.kind == "add" else fa.REMOVE_SCHEMA
+        rows = fa.located_file_actions_table(self.actions, self.sources, schema)
+        return fa.concat_file_tables([rows, *self.tables], schema)
+
+
+@dataclass
 class TableState:
     """The reconciled state of a table at one version."""
 
@@ -72,8 +101,18 @@ class TableState:
     metadata: Metadata
     txns: dict[str, Txn]
     domains: dict[str, DomainMetadata]
-    adds: pa.Table
-    removes: pa.Table
+    live_files: FileActions
+    tombstones: FileActions
+
+    @property
+    def adds(self) -> pa.Table:
+        """The live `add` actions, canonical table."""
+        return self.live_files.table
+
+    @property
+    def removes(self) -> pa.Table:
+        """The tombstones (`remove` actions still in the state), canonical table."""
+        return self.tombstones.table
 
 
 def key_string(path: str, dv: Mapping[str, Any] | None) -> str:
@@ -87,28 +126,7 @@ def key_string(path: str, dv: Mapping[str, Any] | None) -> str:
         return path
     uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
     offset = dv.get("offset")
-    return f"{path}{_KEY_SEP}{uid}" + ("" if offset is None else f"@{offset}")
-
-
-def key_column(table: pa.Table, root: CanonicalRoot | None = None) -> pa.ChunkedArray:
-    """`key_string` of every row of a canonical add/remove table, computed column-wise.
-
-    With `root`, the path part is the canonical key of the path (only the rows whose path
-    is not plain go through Python); without it, the path as logged.
-    """
-    paths = table.column("path")
-    if root is not None:
-        paths = canonical_path_column(paths, root)
-    dv = table.column("deletionVector")
-    storage = pc.struct_field(dv, "storageType")
-    inline = pc.struct_field(dv, "pathOrInlineDv")
-    offset = pc.cast(pc.struct_field(dv, "offset"), pa.string())
-    at, empty, sep = (arrow_values.scalar(s, pa.string()) for s in ("@", "", _KEY_SEP))
-    with_offset = pc.binary_join_element_wise(storage, inline, at, offset, empty)
-    without_offset = pc.binary_join_element_wise(storage, inline, empty)
-    uid = pc.if_else(pc.is_null(offset), without_offset, with_offset)
-    with_dv = pc.binary_join_element_wise(paths, uid, sep)
-    return pc.if_else(pc.is_null(dv), paths, with_dv)
+    return f"{path}{KEY_SEPARATOR}{uid}" + ("" if offset is None else f"@{offset}")
 
 
 class Replayer:
@@ -126,22 +144,17 @@ class Replayer:
         self.txns: dict[str, Txn] = {}
         self.domains: dict[str, DomainMetadata] = {}
         self._seen: set[str] = set()
-        self._adds: list[Mapping[str, Any]] = []
-        self._removes: list[Mapping[str, Any]] = []
-        self._add_tables: list[pa.Table] = []
-        self._remove_tables: list[pa.Table] = []
-        # (log file, first, end) of the JSON actions each batch contributed, for messages.
-        self._add_sources: list[tuple[str, int, int]] = []
-        self._remove_sources: list[tuple[str, int, int]] = []
+        self._adds = FileActions("add")
+        self._removes = FileActions("remove")
 
     def apply(self, batch: ActionBatch) -> None:
         """Apply a batch older than every batch applied so far."""
         self._apply_non_file(batch)
         self._apply_file_dicts(batch)
         if batch.add_table is not None:
-            self._add_tables.append(self._unseen(batch.add_table))
+            self._adds.tables.append(self._unseen(batch.add_table))
         if batch.remove_table is not None:
-            self._remove_tables.append(self._unseen(batch.remove_table))
+            self._removes.tables.append(self._unseen(batch.remove_table))
 
     def _apply_non_file(self, batch: ActionBatch) -> None:
         if self.protocol is None:
@@ -155,10 +168,8 @@ class Replayer:
 
     def _apply_file_dicts(self, batch: ActionBatch) -> None:
         seen = self._seen
-        for actions, out, sources in (
-            (batch.removes, self._removes, self._remove_sources),
-            (batch.adds, self._adds, self._add_sources),
-        ):
+        for actions, files in ((batch.removes, self._removes), (batch.adds, self._adds)):
+            out = files.actions
             start = len(out)
             for action in actions:
                 path = action.get("path")
@@ -178,12 +189,18 @@ class Replayer:
                     seen.add(key)
                     out.append(action)
             if len(out) > start:
-                sources.append((batch.source, start, len(out)))
+                files.sources.append((batch.source, start, len(out)))
 
     def _unseen(self, table: pa.Table) -> pa.Table:
         """The rows of a checkpoint table whose canonical key no later commit touched."""
         if not self._seen or table.num_rows == 0:
             return table
+        import pyarrow as pa  # local: only checkpoint tables are filtered, and they need it
+        import pyarrow.compute as pc
+
+        from dvtool.core import arrow_values
+        from dvtool.core.file_actions import key_column
+
         seen = arrow_values.array(list(self._seen), pa.string())
         keys = key_column(table, self.root)
         return table.filter(pc.invert(pc.is_in(keys, value_set=seen)))
@@ -193,13 +210,15 @@ class Replayer:
         if self.protocol is None or self.metadata is None:
             missing = "protocol" if self.protocol is None else "metaData"
             raise LogError(f"the log has no {missing} action up to version {self.version}")
-        add_rows = _located_table(self._adds, self._add_sources, ADD_SCHEMA)
-        adds = _concat([add_rows, *self._add_tables], ADD_SCHEMA)
-        remove_rows = _located_table(self._removes, self._remove_sources, REMOVE_SCHEMA)
-        removes = _concat([remove_rows, *self._remove_tables], REMOVE_SCHEMA)
         domains = {d: dm for d, dm in self.domains.items() if not dm.removed}
         return TableState(
-            self.version, self.protocol, self.metadata, self.txns, domains, adds, removes
+            self.version,
+            self.protocol,
+            self.metadata,
+            self.txns,
+            domains,
+            self._adds,
+            self._removes,
         )
 
 
@@ -215,32 +234,6 @@ def _action_key(action: Mapping[str, Any], batch: ActionBatch, root: CanonicalRo
     if dv is not None and not isinstance(dv, Mapping):
         raise LogError(f"{batch.source}: the deletionVector of {path!r} is not an object")
     return key_string(path if root is None else root.key(path), dv)
-
-
-def _located_table(
-    actions: list[Mapping[str, Any]], sources: list[tuple[str, int, int]], schema: pa.Schema
-) -> pa.Table:
-    """`file_actions_table` of the JSON actions; a malformed field names its log file.
-
-    The table is built in one pass; only when that fails is each batch's slice built alone,
-    to find the file that holds the bad value.
-    """
-    try:
-        return file_actions_table(actions, schema)
-    except LogError as e:
-        for source, start, end in sources:
-            try:
-                file_actions_table(actions[start:end], schema)
-            except LogError as located:
-                raise LogError(f"{source}: {located.message}") from None
-        raise e from None
-
-
-def _concat(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
-    parts = [t for t in tables if t.num_rows]
-    if not parts:
-        return arrow_values.empty_table(schema)
-    return pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
 
 
 def replay(batches: Iterable[ActionBatch], version: int, root: str | None = None) -> TableState:

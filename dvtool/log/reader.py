@@ -12,11 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
 
 from dvtool.core.log_files import (
     LogFile,
@@ -174,7 +173,9 @@ class DeltaLog:
             if sidecars:
                 version = parts[0].version
                 batches += map_io(lambda s: self._read_sidecar(s, version), sidecars)
-        except (LogError, StorageError, pa.ArrowException) as e:
+        except Exception as e:
+            if not isinstance(e, (LogError, StorageError)) and not _is_arrow_error(e):
+                raise
             names = ", ".join(p.name for p in parts)
             raise _UnreadableCheckpoint(
                 LogError(f"checkpoint {names} cannot be read: {e}")
@@ -289,6 +290,15 @@ class _UnreadableCheckpoint(Exception):
     def __init__(self, error: LogError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _is_arrow_error(error: Exception) -> bool:
+    """Whether pyarrow raised `error` (reading a parquet checkpoint or sidecar).
+
+    pyarrow is imported only when a parquet file is read; if it was not, it raised nothing.
+    """
+    pyarrow = sys.modules.get("pyarrow")
+    return pyarrow is not None and isinstance(error, pyarrow.ArrowException)
 
 
 def _iso(ms: int) -> str:

@@ -1,7 +1,9 @@
 """A snapshot: the reconciled state of a table at one version, plus what is derived from it.
 
-Live files stay a pyarrow table in the canonical add layout with one extra column,
-`numRecords` (from `stats`), so summaries over millions of files are column operations.
+Live files are a pyarrow table in the canonical add layout with one extra column,
+`numRecords` (from `stats`), so summaries over millions of files are column operations. It
+is built on first use: a snapshot of JSON commits alone also offers the actions as parsed
+(`state.live_files`), which small summaries read without importing pyarrow.
 """
 
 from __future__ import annotations
@@ -10,19 +12,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from dvtool.core import arrow_values
 from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
 from dvtool.core.features import reader_features, writer_features
-from dvtool.core.paths import CanonicalRoot, canonical_path_column
+from dvtool.core.paths import CanonicalRoot
 from dvtool.core.replay import TableState
 from dvtool.core.schema import StructType, column_mapping_mode, parse_schema
-from dvtool.core.stats import num_records
 from dvtool.errors import LogError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from dvtool.log.reader import CommitRecord
 
 
@@ -77,6 +76,8 @@ class Snapshot:
     @cached_property
     def files(self) -> pa.Table:
         """Live add actions with a `numRecords` column (null where stats lack it)."""
+        from dvtool.core.stats import num_records
+
         adds = self.state.adds
         return adds.append_column("numRecords", num_records(adds.column("stats")))
 
@@ -87,6 +88,10 @@ class Snapshot:
         another DV without removing the old add leaves both live: its rows count twice and
         which DV applies is ambiguous. Valid writers never do this; dvtool refuses to guess.
         """
+        import pyarrow.compute as pc
+
+        from dvtool.core.file_actions import canonical_path_column
+
         paths = canonical_path_column(self.files.column("path"), CanonicalRoot.parse(self.root))
         if pc.count_distinct(paths).as_py() == len(paths):
             return
@@ -103,10 +108,17 @@ class Snapshot:
     @cached_property
     def dv_cardinality(self) -> pa.Array:
         """Rows each live file's DV deletes (0 for files without a DV)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from dvtool.core import arrow_values
+
         dv = self.files.column("deletionVector")
         return pc.fill_null(pc.struct_field(dv, "cardinality"), arrow_values.scalar(0, pa.int64()))
 
 
 def _one(counts: pa.StructArray) -> pa.Scalar:
     """1, typed as the counts of `pc.value_counts`."""
+    from dvtool.core import arrow_values
+
     return arrow_values.scalar(1, counts.type.field("counts").type)

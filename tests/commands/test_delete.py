@@ -11,7 +11,7 @@ After each delete the rows are read by:
 - deltalake's DataFusion `QueryBuilder` (deletion vectors applied by delta-rs),
 - a raw reader written here: JSON commits replayed by (path, DV id), parquet files read with
   pyarrow, DVs decoded by pyroaring from the bytes the descriptors point to,
-and dvtool's own logical row count (`inspect.summarize`) is checked too.
+and dvtool's own logical row count (`inspect_summary.summarize`) is checked too.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ import dvtool.engines.arrow as arrow_engine
 from dvtool.cli import cli
 from dvtool.commands.delete import DeleteRequest, DeleteResult, run_delete
 from dvtool.commands.enable import run_enable
-from dvtool.commands.inspect import count_missing_rows, summarize
+from dvtool.commands.inspect_columns import count_missing_rows
+from dvtool.commands.inspect_summary import summarize
 from dvtool.errors import CommitOutcomeUnknownError, WriteRefusedError
 from dvtool.log.reader import open_log
 from dvtool.log.writer import LogWriter

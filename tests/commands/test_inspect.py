@@ -22,16 +22,16 @@ import pytest
 from dvtool.commands.inspect import (
     CHECK_NAMES,
     InspectRequest,
-    count_missing_rows,
     evaluate_checks,
     history,
     list_files,
     load_snapshot,
     parse_check,
     run_inspect,
-    summarize,
     verify,
 )
+from dvtool.commands.inspect_columns import count_missing_rows
+from dvtool.commands.inspect_summary import summarize
 from dvtool.dvstore import DVStore
 from dvtool.errors import UsageError
 from dvtool.log.reader import DeltaLog, open_log

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dvtool.core import arrow_values as av
-from dvtool.core.actions import ADD_SCHEMA, DV_TYPE, STRING_MAP
+from dvtool.core.file_actions import ADD_SCHEMA, DV_TYPE, STRING_MAP
 
 UTC = dt.timezone.utc
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
@@ -199,7 +199,7 @@ def test_never_imports_pandas() -> None:
         "import sys, datetime, decimal\n"
         "import pyarrow as pa\n"
         "from dvtool.core import arrow_values as av\n"
-        "from dvtool.core.actions import DV_TYPE, STRING_MAP\n"
+        "from dvtool.core.file_actions import DV_TYPE, STRING_MAP\n"
         "av.array(['a', None], pa.string()); av.array([{'a': None}], STRING_MAP)\n"
         "av.array([{'storageType': 'u'}, None], DV_TYPE); av.scalar(3, pa.int64())\n"
         "av.array([[1.5]], pa.list_(pa.float64())); av.scalar(True, pa.bool_())\n"

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.core.actions import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP
 from dvtool.core.checkpoint import (
     batch_from_checkpoint,
     canonical_file_table,
     checkpoint_columns,
     stats_json_from_parsed,
 )
+from dvtool.core.file_actions import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP
 from dvtool.errors import LogError
 
 # A DV struct as Delta Spark writes it in checkpoints: with `maxRowIndex`.

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dvtool import __version__
-from dvtool.core.actions import ADD_SCHEMA, REMOVE_SCHEMA, Metadata, Protocol, file_actions_table
+from dvtool.core.actions import Metadata, Protocol
 from dvtool.core.checkpoint import canonical_file_table
 from dvtool.core.commit import (
     add_action_from_row,
@@ -26,6 +26,7 @@ from dvtool.core.commit import (
     remove_for_add,
     with_in_commit_timestamp,
 )
+from dvtool.core.file_actions import ADD_SCHEMA, REMOVE_SCHEMA, file_actions_table
 from dvtool.core.log_json import parse_actions, parse_commit
 from tests.conftest import GOLDEN
 

@@ -7,15 +7,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dvtool.core.actions import (
-    ADD_SCHEMA,
-    Metadata,
-    Protocol,
-    file_action_key,
-    file_actions_table,
-)
+from dvtool.core.actions import Metadata, Protocol, file_action_key
+from dvtool.core.file_actions import ADD_SCHEMA, file_actions_table, key_column
 from dvtool.core.paths import CanonicalRoot, canonical_path, is_plain
-from dvtool.core.replay import ActionBatch, TableState, key_column, key_string, replay
+from dvtool.core.replay import ActionBatch, TableState, key_string, replay
 
 PROTOCOL = Protocol(3, 7, ("deletionVectors",), ("deletionVectors",))
 META = Metadata("id", '{"type":"struct","fields":[]}', (), {})

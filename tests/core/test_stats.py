@@ -1,4 +1,5 @@
-"""`numRecords` from `add.stats` texts, column-wise (fast regex path and exact JSON path)."""
+"""`numRecords` from `add.stats` texts, column-wise (fast regex path and exact JSON path) and
+of one text (`num_records_of`, without pyarrow): every case checks that the two agree."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from dvtool.core.stats import num_records
+from dvtool.core.stats import num_records, num_records_of
 
 
 def one(text: str | None) -> int | None:
+    """numRecords of `text`, after checking that both evaluations read the same."""
     result = num_records(pa.array([text], pa.string()))
     assert result.type == pa.int64()
-    return result[0].as_py()
+    value = result[0].as_py()
+    assert num_records_of(text) == value
+    return value
 
 
 @pytest.mark.parametrize(
@@ -86,3 +92,20 @@ def test_chunked_and_empty_inputs() -> None:
     assert num_records(pa.chunked_array([], pa.string())).to_pylist() == []
     assert num_records(pa.array([], pa.string())).to_pylist() == []
     assert num_records(pa.array([None, None], pa.string())).to_pylist() == [None, None]
+
+
+# Whitespace RE2 and JSON agree on, and characters where Python's `\s` would differ from RE2's.
+_SPACES = st.sampled_from([" ", "\t", "\n", "\r", "\f", "\v", "\u00a0", "\u2003", ""])
+_DIGITS = st.sampled_from(["0", "7", "12", "٣", "1" * 18, "1" * 19, "-3", "1.0", "true"])
+
+
+@given(
+    st.lists(_SPACES, min_size=5, max_size=5),
+    _DIGITS,
+    st.sampled_from([",", "}", "]", ' "x":1}']),
+)
+def test_one_text_reads_as_the_column_does(spaces: list[str], number: str, tail: str) -> None:
+    """Texts built around the fast pattern's edges: Unicode spaces and digits, 19 digits,
+    signs and non-integers. The regex classes are spelled out so RE2 and `re` agree."""
+    a, b, c, d, e = spaces
+    one(f'{a}{{{b}"numRecords"{c}:{d}{number}{e}{tail}')

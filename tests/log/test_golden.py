@@ -32,10 +32,11 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaProtocolError
 
-from dvtool.commands.inspect import InspectRequest, load_snapshot, run_inspect, summarize
+from dvtool.commands.inspect import InspectRequest, load_snapshot, run_inspect
+from dvtool.commands.inspect_summary import summarize
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
+from dvtool.core.file_actions import key_column
 from dvtool.core.log_files import LogFileKind, plan_segment
-from dvtool.core.replay import key_column
 from dvtool.core.schema import partition_physical_names
 from dvtool.dvstore import DVStore
 from dvtool.errors import LogError, UnsupportedFeatureError

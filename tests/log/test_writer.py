@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.core.actions import ADD_SCHEMA, REMOVE_SCHEMA
 from dvtool.core.checkpoint import (
     checkpoint_table,
     last_checkpoint_checksum,
@@ -939,7 +938,9 @@ def test_checkpoint_of_empty_table_state() -> None:
     state = log_of(GOLDEN / "table-without-dv-small").snapshot().state
     from dataclasses import replace
 
-    empty = replace(state, adds=ADD_SCHEMA.empty_table(), removes=REMOVE_SCHEMA.empty_table())
+    from dvtool.core.replay import FileActions
+
+    empty = replace(state, live_files=FileActions("add"), tombstones=FileActions("remove"))
     table = checkpoint_table(empty, v2=True)
     assert table.num_rows == 3  # checkpointMetadata, protocol, metaData
     assert table.column_names[-2:] == ["checkpointMetadata", "sidecar"]

@@ -1,0 +1,237 @@
+"""The default view of `dvtool inspect`: counts, sizes, DV health and the deleted-ratio histogram.
+
+The per-file totals have two evaluations of one definition:
+
+- column-wise over the snapshot's file table (pyarrow, `dvtool.commands.inspect_columns`),
+  for tables of any size and whenever footers were read (`--count-rows`);
+- over the add actions as parsed from JSON, for a small table whose state comes from JSON
+  commits alone (no checkpoint) and whose actions hold plain JSON values. Such an `inspect`
+  then never imports pyarrow, whose import is most of what it would cost (start-up goals of
+  scripts/bench_startup.py).
+
+tests/commands/test_inspect_summary.py holds the two equal on every golden table and on
+generated file actions. Everything else in the summary comes from the snapshot's protocol
+and metadata, once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dvtool.core.actions import ADD_FIELDS, REMOVE_FIELDS, has_plain_values
+from dvtool.core.features import reader_features, writer_features
+from dvtool.core.schema import StructType, type_string
+from dvtool.core.stats import num_records_of
+
+if TYPE_CHECKING:
+    from dvtool.log.snapshot import Snapshot
+
+RATIO_BUCKETS = 10
+# Above this many JSON file actions, the column-wise evaluation is the faster one.
+_MAX_ACTIONS_SUMMED_AS_JSON = 20_000
+
+
+@dataclass(frozen=True)
+class DVStorage:
+    """How the live DVs are stored: separate DV files, inline in the log, absolute paths."""
+
+    dv_files: int
+    on_disk_dvs: int
+    inline_dvs: int
+    absolute_path_dvs: int
+    dv_bytes: int
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """The default view of `inspect`."""
+
+    table_id: str
+    name: str | None
+    location: str
+    version: int
+    commit_timestamp: int | None
+    operation: str | None
+    protocol: dict[str, Any]
+    reader_features: list[str]
+    writer_features: list[str]
+    configuration: dict[str, str]
+    partition_columns: list[str]
+    column_mapping_mode: str
+    schema: list[dict[str, Any]]
+    num_files: int
+    size_bytes: int
+    physical_rows: int
+    logical_rows: int
+    deleted_rows: int
+    deleted_ratio: float
+    files_with_dvs: int
+    files_without_stats: int
+    row_counts_exact: bool
+    dv_storage: DVStorage
+    deleted_ratio_histogram: list[dict[str, Any]]
+    num_tombstones: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FooterCounts:
+    """Row counts read from parquet footers for files whose stats lack numRecords."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileTotals:
+    """What the summary sums over the live files; both evaluations produce one."""
+
+    num_files: int
+    size_bytes: int
+    physical_rows: int
+    deleted_rows: int
+    files_with_dvs: int
+    files_without_stats: int
+    dv_storage: DVStorage
+    ratio_buckets: tuple[int, ...]
+    """Files with a DV and rows, per deleted-ratio bucket of 10% (the last one takes >= 90%)."""
+
+
+def summarize(snapshot: Snapshot, row_counts: FooterCounts | None = None) -> TableSummary:
+    """Counts, sizes, DV health and the deleted-ratio histogram of a snapshot."""
+    if row_counts is None and summed_as_json(snapshot):
+        totals = totals_from_actions(snapshot.state.live_files.actions)
+        num_tombstones = len(snapshot.state.tombstones)
+    else:
+        totals = _totals_from_table(snapshot, row_counts)
+        num_tombstones = snapshot.tombstones.num_rows
+    protocol = snapshot.protocol
+    physical, deleted = totals.physical_rows, totals.deleted_rows
+    return TableSummary(
+        table_id=snapshot.metadata.id,
+        name=snapshot.metadata.name,
+        location=snapshot.root,
+        version=snapshot.version,
+        commit_timestamp=snapshot.commit.timestamp_ms,
+        operation=(snapshot.commit.commit_info or {}).get("operation"),
+        protocol=_protocol_json(snapshot),
+        reader_features=sorted(reader_features(protocol)),
+        writer_features=sorted(writer_features(protocol)),
+        configuration=dict(snapshot.metadata.configuration),
+        partition_columns=list(snapshot.metadata.partition_columns),
+        column_mapping_mode=snapshot.column_mapping_mode,
+        schema=_schema_json(snapshot.schema, snapshot.column_mapping_mode),
+        num_files=totals.num_files,
+        size_bytes=totals.size_bytes,
+        physical_rows=physical,
+        logical_rows=physical - deleted,
+        deleted_rows=deleted,
+        deleted_ratio=deleted / physical if physical else 0.0,
+        files_with_dvs=totals.files_with_dvs,
+        files_without_stats=totals.files_without_stats,
+        row_counts_exact=totals.files_without_stats == 0 or row_counts is not None,
+        dv_storage=totals.dv_storage,
+        deleted_ratio_histogram=_histogram(totals),
+        num_tombstones=num_tombstones,
+    )
+
+
+def summed_as_json(snapshot: Snapshot) -> bool:
+    """Whether the totals come from the JSON actions: few, from commits only, all plain.
+
+    Actions that are not plain (`has_plain_values`) go through the file table, whose
+    conversion accepts or rejects them (LogError naming the log file) as every command does.
+    """
+    live, tombstones = snapshot.state.live_files, snapshot.state.tombstones
+    return (
+        live.json_only
+        and tombstones.json_only
+        and len(live.actions) + len(tombstones.actions) <= _MAX_ACTIONS_SUMMED_AS_JSON
+        and has_plain_values(live.actions, ADD_FIELDS)
+        and has_plain_values(tombstones.actions, REMOVE_FIELDS)
+    )
+
+
+def totals_from_actions(adds: Iterable[Mapping[str, Any]]) -> FileTotals:
+    """The totals of plain JSON add actions (`has_plain_values`), one pass in Python."""
+    num_files = size = physical = deleted = with_dvs = without_stats = 0
+    kinds = {"u": 0, "i": 0, "p": 0}
+    dv_paths: set[str | None] = set()
+    dv_bytes = 0
+    buckets = [0] * RATIO_BUCKETS
+    for add in adds:
+        num_files += 1
+        size += add.get("size") or 0
+        records = num_records_of(add.get("stats"))
+        if records is None:
+            without_stats += 1
+            records = 0
+        physical += records
+        dv = add.get("deletionVector")
+        if dv is None:
+            continue
+        with_dvs += 1
+        cardinality = dv.get("cardinality") or 0
+        deleted += cardinality
+        kind = dv.get("storageType")
+        if kind in kinds:
+            kinds[kind] += 1
+        if kind == "u":
+            dv_paths.add(dv.get("pathOrInlineDv"))
+        dv_bytes += dv.get("sizeInBytes") or 0
+        if records > 0:
+            bucket = _bucket(float(cardinality) / float(records))
+            if bucket >= 0:
+                buckets[bucket] += 1
+    storage = DVStorage(len(dv_paths), kinds["u"], kinds["i"], kinds["p"], dv_bytes)
+    return FileTotals(
+        num_files, size, physical, deleted, with_dvs, without_stats, storage, tuple(buckets)
+    )
+
+
+def _bucket(ratio: float) -> int:
+    """The histogram bucket of a deleted ratio, as the column-wise evaluation computes it."""
+    return min(math.floor(ratio * float(RATIO_BUCKETS)), RATIO_BUCKETS - 1)
+
+
+def _totals_from_table(snapshot: Snapshot, footers: FooterCounts | None) -> FileTotals:
+    from dvtool.commands.inspect_columns import totals_from_table
+
+    return totals_from_table(snapshot, footers)
+
+
+def _histogram(totals: FileTotals) -> list[dict[str, Any]]:
+    """Files per deleted-ratio bucket of 10%; files without a DV are a bucket of their own."""
+    width = 100 // RATIO_BUCKETS
+    rows = [{"bucket": "no DV", "files": totals.num_files - totals.files_with_dvs}]
+    rows += [
+        {"bucket": f"{b * width}-{(b + 1) * width}%", "files": n}
+        for b, n in enumerate(totals.ratio_buckets)
+    ]
+    return rows
+
+
+def _protocol_json(snapshot: Snapshot) -> dict[str, Any]:
+    p = snapshot.protocol
+    return {
+        "minReaderVersion": p.min_reader_version,
+        "minWriterVersion": p.min_writer_version,
+        "readerFeatures": None if p.reader_features is None else list(p.reader_features),
+        "writerFeatures": None if p.writer_features is None else list(p.writer_features),
+    }
+
+
+def _schema_json(schema: StructType, mode: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f.name,
+            "type": type_string(f.type),
+            "nullable": f.nullable,
+            "physical_name": f.physical_name(mode),
+        }
+        for f in schema
+    ]
