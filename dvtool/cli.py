@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from dvtool import __version__
-from dvtool.errors import DvtoolError, UsageError
+from dvtool.errors import DvtoolError, UsageError, exit_code_of
 
 if TYPE_CHECKING:
     from dvtool.engines.base import Engine
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 EngineFactory = Callable[[int], "Engine"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-INTERNAL_ERROR_EXIT = 70
+INTERNAL_ERROR_EXIT = exit_code_of("internal")
 
 
 class TimestampParam(click.ParamType):  # type: ignore[type-arg]
@@ -158,40 +158,108 @@ def json_option(fn: F) -> F:
 
 
 class DvtoolGroup(click.Group):
-    """Runs subcommands and turns errors into one-line messages and exit codes."""
+    """Runs subcommands and turns errors into messages, exit codes and JSON error objects.
+
+    Every subcommand also takes `-v`, so it works before or after the command name.
+    """
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                is_flag=True,
+                expose_value=False,
+                callback=_set_verbose,
+                help="Show tracebacks and Spark's log (also before the command name).",
+            )
+        )
+        super().add_command(cmd, name)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["dvtool.argv"] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if _json_requested(ctx):
+                _report_json(_error_json("usage", e.format_message(), None))
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DvtoolError as e:
-            _report(str(e), e)
+            _report(ctx, str(e), e, e.to_json())
             ctx.exit(e.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except click.exceptions.Exit:
             raise
+        except click.UsageError as e:
+            if _json_requested(ctx):
+                _report_json(_error_json("usage", e.format_message(), None))
+            raise
+        except (click.ClickException, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt as e:
+            message = "interrupted; nothing half-written is left in the log"
+            _report(ctx, message, e, _error_json("interrupted", message, None))
+            ctx.exit(exit_code_of("interrupted"))
         except Exception as e:
-            _report(f"internal error, please report: {type(e).__name__}: {e}", e)
-            ctx.exit(INTERNAL_ERROR_EXIT)
+            message = f"internal error, please report: {type(e).__name__}: {e}"
+            _report(
+                ctx, message, e, _error_json("internal", message, "Run with -v for the traceback.")
+            )
+            ctx.exit(exit_code_of("internal"))
 
 
-def _report(message: str, error: BaseException) -> None:
+def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().ensure_object(dict)["verbose"] = True
+
+
+def _verbose(ctx: click.Context) -> bool:
+    return bool((ctx.find_root().obj or {}).get("verbose"))
+
+
+def _json_requested(ctx: click.Context) -> bool:
+    """Whether the command line asks for JSON (`--json` before any `--`)."""
+    argv: list[str] = ctx.meta.get("dvtool.argv", [])
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
+def _error_json(kind: str, message: str, hint: str | None) -> dict[str, Any]:
+    return {"code": exit_code_of(kind), "kind": kind, "message": message, "hint": hint}
+
+
+def _report_json(error: dict[str, Any]) -> None:
     from dvtool.render import Renderer
 
+    Renderer(as_json=True).json({"error": error})
+
+
+def _report(
+    ctx: click.Context, message: str, error: BaseException, as_json: dict[str, Any]
+) -> None:
+    """The message on stderr (with the traceback under -v); with --json, the error object."""
+    from dvtool.render import Renderer
+
+    if _json_requested(ctx):
+        _report_json(as_json)
     Renderer().error(message)
-    ctx = click.get_current_context(silent=True)
-    verbose = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("verbose"))
-    if verbose:
+    if _verbose(ctx):
         traceback.print_exception(type(error), error, error.__traceback__)
-    elif not isinstance(error, DvtoolError):
+    elif not isinstance(error, (DvtoolError, KeyboardInterrupt)):
         click.echo("Run with -v for the traceback.", err=True)
 
 
 @click.group(cls=DvtoolGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for errors.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show tracebacks and Spark's log (also after COMMAND)."
+)
 @click.version_option(__version__, prog_name="dvtool")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Maintain Delta Lake tables that use deletion vectors."""
-    ctx.obj = {"verbose": verbose}
+    obj = ctx.ensure_object(dict)
+    obj["verbose"] = verbose or obj.get("verbose", False)
 
 
 @cli.command()
@@ -209,7 +277,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     help="Show the last N commits (default 20).",
 )
 @click.option(
-    "--verify", is_flag=True, help="Read every DV and data file footer; exit 1 on problems."
+    "--verify", is_flag=True, help="Read every DV and data file footer; exit 6 on problems."
 )
 @click.option(
     "--check",
@@ -394,7 +462,7 @@ def vacuum(
         result = run_vacuum(log, VacuumRequest(retain_ms, dry_run, lite, force), progress)
     renderer.vacuum(result)
     if result.failed:
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(exit_code_of("storage"))
 
 
 @cli.command("generate-manifest")

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dvtool.core.stats_collect import StatsCollector, stats_json
-from dvtool.errors import DvtoolError, FileMissingError, StorageError
+from dvtool.errors import DataFileError, DvtoolError, FileMissingError, StorageError
 from dvtool.storage.locations import encode_for_log
 
 if TYPE_CHECKING:
@@ -144,7 +144,18 @@ def open_parquet_file(storage: DataFileStorage, location: str) -> Iterator[pq.Pa
     except DvtoolError:
         raise
     except (OSError, pa.ArrowException) as e:
-        raise StorageError(f"cannot read the parquet file {location}: {e}") from e
+        raise parquet_read_error(location, e) from e
+
+
+def parquet_read_error(location: str, error: Exception) -> DvtoolError:
+    """The error for a parquet file that cannot be read: a storage failure (I/O) or a file
+    that is not valid parquet (`DataFileError`, the table's integrity)."""
+    message = f"cannot read the parquet file {location}: {error}"
+    if isinstance(error, OSError) and not isinstance(error, pa.ArrowException):
+        return StorageError(message)
+    return DataFileError(
+        message, hint="Restore the file, or check it with dvtool inspect --verify."
+    )
 
 
 def iter_file_batches(
@@ -171,7 +182,7 @@ def iter_file_batches(
     except DvtoolError:
         raise
     except (OSError, pa.ArrowException) as e:
-        raise StorageError(f"cannot read the parquet file {location}: {e}") from e
+        raise parquet_read_error(location, e) from e
 
 
 def _batches(

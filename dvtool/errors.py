@@ -1,25 +1,63 @@
-"""The errors dvtool reports to users.
+"""The errors dvtool reports to users, and the exit code of each kind.
 
 Every error a user can cause or meet (bad arguments, a missing table, a corrupt log or
 deletion vector, an unsupported table feature) is a `DvtoolError`. The CLI prints its message
 (one or two lines: what is wrong, where, what to do) and exits with `exit_code`, without a
-traceback. Anything else that escapes a command is a bug and is reported as an internal error.
+traceback; with `--json` it also prints `{"error": {"code", "kind", "message", "hint"}}`.
+Anything else that escapes a command is a bug and is reported as an internal error.
+
+`EXIT_CODES` is the one table of exit codes (README.md's "Exit codes" shows it): each kind
+of error has its own, so a CI job can tell "run it again" from "fix the table".
 
 This module does no IO, so the protocol core may raise these errors too.
 """
 
 from __future__ import annotations
 
+# kind -> (exit code, what it means). The classes below name their kind.
+EXIT_CODES: dict[str, tuple[int, str]] = {
+    "ok": (0, "success (for inspect --check and --verify: every gate held, no problem found)"),
+    "error": (1, "a failure of no kind below (e.g. a Spark job failed)"),
+    "usage": (2, "invalid arguments or options, including a --where dvtool cannot use"),
+    "check-failed": (3, "an inspect --check gate did not hold"),
+    "conflict": (4, "a concurrent commit conflicts; nothing was committed, run it again"),
+    "not-found": (5, "no Delta table at the path, or a file the command needs is missing"),
+    "integrity": (6, "the log or a deletion vector is corrupt, or inspect --verify found problems"),
+    "refused": (7, "refused by a safety rule: retention, waiting period, a table feature"),
+    "storage": (8, "storage or credentials: a read, listing or write failed"),
+    "internal": (70, "internal error: a bug in dvtool, please report it (-v shows the traceback)"),
+    "interrupted": (130, "interrupted (Ctrl-C, SIGINT); no commit is ever half-written"),
+}
+
+
+def exit_code_of(kind: str) -> int:
+    """The exit code of an error kind of `EXIT_CODES`."""
+    return EXIT_CODES[kind][0]
+
 
 class DvtoolError(Exception):
-    """An error with a message meant for the user and a process exit code."""
+    """An error with a message meant for the user, its kind and the process exit code."""
 
-    exit_code = 1
+    kind = "error"
+    exit_code = exit_code_of(kind)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.exit_code = exit_code_of(cls.kind)
+
+    def to_json(self) -> dict[str, object]:
+        """The `error` object of `--json` output."""
+        return {
+            "code": self.exit_code,
+            "kind": self.kind,
+            "message": self.message,
+            "hint": self.hint,
+        }
 
     def __str__(self) -> str:
         if self.hint:
@@ -30,11 +68,13 @@ class DvtoolError(Exception):
 class UsageError(DvtoolError):
     """A command-line argument or option value is invalid."""
 
-    exit_code = 2
+    kind = "usage"
 
 
 class StorageError(DvtoolError):
     """The storage layer could not read, list or write a file."""
+
+    kind = "storage"
 
 
 class CommitOutcomeUnknownError(StorageError):
@@ -47,6 +87,8 @@ class CommitOutcomeUnknownError(StorageError):
 class FileMissingError(StorageError):
     """A file the operation needs does not exist."""
 
+    kind = "not-found"
+
     def __init__(self, location: str, message: str | None = None) -> None:
         super().__init__(message or f"file not found: {location}")
         self.location = location
@@ -55,13 +97,31 @@ class FileMissingError(StorageError):
 class TableNotFoundError(DvtoolError):
     """The location holds no Delta table (no `_delta_log` with a commit or checkpoint)."""
 
+    kind = "not-found"
+
 
 class LogError(DvtoolError):
     """The Delta log is malformed, incomplete or inconsistent."""
 
+    kind = "integrity"
+
+
+class DataFileError(DvtoolError):
+    """A data file the log names is not a valid parquet file (corrupt or truncated)."""
+
+    kind = "integrity"
+
+
+class VersionNotFoundError(LogError):
+    """The version or timestamp asked for is not in the table's history (not corruption)."""
+
+    kind = "not-found"
+
 
 class UnsupportedFeatureError(DvtoolError):
     """The table needs a protocol feature dvtool does not implement."""
+
+    kind = "refused"
 
 
 class DeletionVectorError(DvtoolError):
@@ -71,6 +131,7 @@ class DeletionVectorError(DvtoolError):
     DV file and the data file it belongs to with `locate()` before the error reaches the user.
     """
 
+    kind = "integrity"
     problem = "invalid deletion vector"
 
     def __init__(
@@ -149,11 +210,13 @@ class DVEncodingError(DeletionVectorError):
 class CheckFailedError(DvtoolError):
     """A `--check` gate did not hold; CI scripts key on exit code 3."""
 
-    exit_code = 3
+    kind = "check-failed"
 
 
 class PredicateError(DvtoolError):
     """A `--where` predicate cannot be parsed, names unknown columns, or has a type error."""
+
+    kind = "usage"
 
 
 class CommitConflictError(DvtoolError):
@@ -163,8 +226,10 @@ class CommitConflictError(DvtoolError):
     the transaction was committed.
     """
 
-    exit_code = 4
+    kind = "conflict"
 
 
 class WriteRefusedError(DvtoolError):
     """The table must not be written by this command (a feature, a property, the backend)."""
+
+    kind = "refused"

@@ -7,7 +7,6 @@ and the rows polars returns (which applies deletion vectors through delta-kernel
 
 from __future__ import annotations
 
-import inspect as pyinspect
 import json
 import os
 import shutil
@@ -25,10 +24,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import dvtool
-from dvtool.cli import cli
+from tests.cli_helpers import all_output, error_object, run
 from tests.oracles import GOLDEN, copy_golden, z85_uuid
 
 # As tests/conftest.py: ../shared/golden beside the repository; CI always has it, so a
@@ -111,28 +110,12 @@ README_CHECKS = [
 # -- running the CLI -------------------------------------------------------------------------
 
 
-def _runner() -> CliRunner:
-    """A runner that keeps stderr apart from stdout (click 8.1 needs mix_stderr=False)."""
-    env = {"COLUMNS": "80", "NO_COLOR": "1"}
-    if "mix_stderr" in pyinspect.signature(CliRunner.__init__).parameters:
-        return CliRunner(mix_stderr=False, env=env)  # type: ignore[call-arg]
-    return CliRunner(env=env)
-
-
-def run(*args: str | Path) -> Result:
-    return _runner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 def run_json(*args: str | Path, code: int = 0) -> dict[str, Any]:
     result = run(*args, "--json")
-    assert result.exit_code == code, _all(result)
+    assert result.exit_code == code, all_output(result)
     doc = json.loads(result.stdout)
     assert isinstance(doc, dict)
     return doc
-
-
-def _all(result: Result) -> str:
-    return result.stdout + result.stderr
 
 
 # -- independent oracles ---------------------------------------------------------------------
@@ -215,7 +198,7 @@ def _value_cell(output: str, label: str) -> str:
 def test_inspect_rich_output_shows_the_summary() -> None:
     table = GOLDEN / SMALL
     result = run("inspect", table)
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     out = result.stdout
     adds = _live_adds(table)
     physical = _physical_rows(table)
@@ -354,7 +337,7 @@ def test_files_rich_output_shows_whole_paths() -> None:
     """At 80 columns long paths fold inside their cells; they are never cut off."""
     table = GOLDEN / PARTITIONED
     result = run("inspect", table, "--files")
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     adds = _live_adds(table)
     paths = _column_text(result.stdout, "Live files", 0)
     dv_files = _column_text(result.stdout, "Live files", 7)
@@ -401,7 +384,7 @@ def test_history_without_n_shows_twenty(args: list[str]) -> None:
     if "--json" not in argv:
         argv.append("--json")
     result = run(*argv)
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     entries = json.loads(result.stdout)["history"]
     latest = deltalake.DeltaTable(str(table)).version()
     assert latest + 1 > 20  # the table has more commits than the default
@@ -411,7 +394,7 @@ def test_history_without_n_shows_twenty(args: list[str]) -> None:
 def test_history_rich_output() -> None:
     table = GOLDEN / TWO_VERSIONS
     result = run("inspect", table, "--history")
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     assert "History" in result.stdout
     for v in (0, 1):
         assert _commit_info(table, v)["operation"] in result.stdout
@@ -484,13 +467,13 @@ def test_timestamp_time_travel(tmp_path: Path) -> None:
         assert doc["commit_timestamp"] == _iso_ms(f"2024-05-0{version + 1}T00:00:00Z")
 
     before = run("inspect", table, "--timestamp", "2024-04-30")
-    assert before.exit_code == 1
+    assert before.exit_code == 5  # not found: before the earliest version
     assert "earliest" in before.stderr
     # As in Delta, a time after the latest commit is an error, not the latest version.
     after = run("inspect", table, "--timestamp", "2024-05-02T00:00:01Z")
-    assert after.exit_code == 1
+    assert after.exit_code == 5
     assert "latest" in after.stderr
-    assert "Traceback" not in _all(before) + _all(after)
+    assert "Traceback" not in all_output(before) + all_output(after)
 
 
 @pytest.mark.parametrize("text", ["yesterday", "2024-13-01", "12:00 May 1"])
@@ -505,8 +488,8 @@ def test_version_beyond_latest() -> None:
     table = GOLDEN / SMALL
     latest = deltalake.DeltaTable(str(table)).version()
     result = run("inspect", table, "--version", "999", "--json")
-    assert result.exit_code == 1
-    assert result.stdout == ""
+    assert result.exit_code == 5
+    assert error_object(result)["kind"] == "not-found"
     assert "999" in result.stderr
     assert f"latest version is {latest}" in result.stderr
     assert "Traceback" not in result.stderr
@@ -542,7 +525,7 @@ def test_verify_golden_tables_ok(name: str) -> None:
 
 def test_verify_rich_output_ok() -> None:
     result = run("inspect", GOLDEN / SMALL, "--verify")
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     assert "no problems" in result.stdout
 
 
@@ -557,16 +540,16 @@ def test_verify_missing_dv_files() -> None:
     assert not any(dv.exists() for _, dv in expected)
 
     result = run("inspect", table, "--verify")
-    assert result.exit_code == 1
+    assert result.exit_code == 6  # integrity
     lines = result.stdout.splitlines()
     for data_file, dv_file in expected:
         assert any(str(dv_file) in line and data_file in line for line in lines), (
             data_file,
             dv_file,
         )
-    assert "Traceback" not in _all(result)
+    assert "Traceback" not in all_output(result)
 
-    doc = run_json("inspect", table, "--verify", code=1)
+    doc = run_json("inspect", table, "--verify", code=6)
     problems = doc["verify"]["problems"]
     assert doc["verify"]["ok"] is False
     assert {p["kind"] for p in problems} == {"dv-file-missing"}
@@ -721,13 +704,13 @@ def test_verify_dv_corruption(tmp_path: Path, case: str) -> None:
     dv_file, _, _ = _dv_file(table)
 
     result = run("inspect", table, "--verify")
-    assert result.exit_code == 1, _all(result)
+    assert result.exit_code == 6, all_output(result)
     [line] = [line for line in result.stdout.splitlines() if kind in line]
     assert str(dv_file) in line
     assert data_file in line
-    assert "Traceback" not in _all(result)
+    assert "Traceback" not in all_output(result)
 
-    doc = run_json("inspect", table, "--verify", code=1)
+    doc = run_json("inspect", table, "--verify", code=6)
     problems = doc["verify"]["problems"]
     assert [p["kind"] for p in problems] == [kind]
     assert problems[0]["data_file"] == data_file
@@ -743,12 +726,12 @@ def test_verify_data_file_corruption(tmp_path: Path, case: str) -> None:
     data_file = _only_add(table)["path"]
 
     result = run("inspect", table, "--verify")
-    assert result.exit_code == 1, _all(result)
+    assert result.exit_code == 6, all_output(result)
     problem_lines = [line for line in result.stdout.splitlines() if any(k in line for k in kinds)]
     assert problem_lines
     assert all(data_file in line for line in problem_lines)
 
-    doc = run_json("inspect", table, "--verify", code=1)
+    doc = run_json("inspect", table, "--verify", code=6)
     problems = doc["verify"]["problems"]
     assert problems
     assert {p["kind"] for p in problems} <= kinds
@@ -759,7 +742,7 @@ def test_verify_stats_mismatch_names_both_counts(tmp_path: Path) -> None:
     table = copy_golden(SMALL, tmp_path)
     _stats_too_small(table)
     footer = _footer_rows(table / unquote(_only_add(table)["path"]))
-    doc = run_json("inspect", table, "--verify", code=1)
+    doc = run_json("inspect", table, "--verify", code=6)
     [problem] = doc["verify"]["problems"]
     assert problem["kind"] == "num-records"
     assert f"has {footer} rows" in problem["message"]
@@ -773,7 +756,7 @@ def test_verify_row_index_against_stats_when_the_footer_is_unreadable(tmp_path: 
     _stats_too_small(table)  # numRecords 5; the DV deletes row 9
     data_file = _only_add(table)["path"]
     dv_file, _, _ = _dv_file(table)
-    doc = run_json("inspect", table, "--verify", code=1)
+    doc = run_json("inspect", table, "--verify", code=6)
     kinds = {p["kind"]: p for p in doc["verify"]["problems"]}
     assert set(kinds) == {"data-file-unreadable", "dv-row-index"}
     assert kinds["dv-row-index"]["data_file"] == data_file
@@ -788,13 +771,13 @@ def test_check_passes() -> None:
     ratio = 1 - _logical_rows(table) / _physical_rows(table)
     assert ratio == pytest.approx(0.2)
     result = run("inspect", table, "--check", "max-deleted-ratio=0.5")
-    assert result.exit_code == 0, _all(result)
+    assert result.exit_code == 0, all_output(result)
     assert "max-deleted-ratio" in result.stdout
 
 
 def test_check_fails_with_exit_3() -> None:
     result = run("inspect", GOLDEN / SMALL, "--check", "max-deleted-ratio=0.1")
-    assert result.exit_code == 3, _all(result)
+    assert result.exit_code == 3, all_output(result)
     [line] = [line for line in result.stdout.splitlines() if "max-deleted-ratio" in line]
     assert "FAIL" in line
 
@@ -859,7 +842,7 @@ def test_unknown_check_lists_the_available_ones() -> None:
 @pytest.mark.parametrize("text", ["max-files=-1", "max-files=abc", "max-files", "=1"])
 def test_invalid_check_is_a_usage_error(text: str) -> None:
     result = run("inspect", GOLDEN / SMALL, "--check", text)
-    assert result.exit_code == 2, _all(result)
+    assert result.exit_code == 2, all_output(result)
     assert "--check" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -879,22 +862,22 @@ def _assert_one_clear_error(result: Result, *needles: str) -> None:
     assert len(errors) == 1, result.stderr
     for needle in needles:
         assert needle in result.stderr
-    assert "Traceback" not in _all(result)
+    assert "Traceback" not in all_output(result)
     assert "internal error" not in result.stderr
 
 
 def test_missing_table_path(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-table"
     result = run("inspect", missing, "--json")
-    assert result.exit_code == 1
-    assert result.stdout == ""
+    assert result.exit_code == 5
+    assert error_object(result)["kind"] == "not-found"
     _assert_one_clear_error(result, str(missing))
 
 
 def test_directory_without_delta_log(tmp_path: Path) -> None:
     (tmp_path / "data.parquet").write_bytes(b"not a table")
     result = run("inspect", tmp_path)
-    assert result.exit_code == 1
+    assert result.exit_code == 5
     _assert_one_clear_error(result, str(tmp_path), "_delta_log")
 
 
@@ -931,7 +914,7 @@ def test_table_uris(scheme: str, tmp_path: Path) -> None:
 
 def test_unknown_scheme() -> None:
     result = run("inspect", "foo://x")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage: an unsupported scheme
     _assert_one_clear_error(result, "foo://")
 
 
@@ -946,7 +929,7 @@ def test_internal_error_without_traceback(monkeypatch: pytest.MonkeyPatch) -> No
     assert "internal error, please report" in result.stderr
     assert "RuntimeError: boom" in result.stderr
     assert "-v" in result.stderr
-    assert "Traceback" not in _all(result)
+    assert "Traceback" not in all_output(result)
 
 
 def test_internal_error_traceback_with_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -961,8 +944,8 @@ def test_internal_error_traceback_with_verbose(monkeypatch: pytest.MonkeyPatch) 
 def test_dvtool_error_verbose_shows_traceback_quiet_does_not() -> None:
     quiet = run("inspect", GOLDEN / SMALL, "--version", "999")
     loud = run("-v", "inspect", GOLDEN / SMALL, "--version", "999")
-    assert quiet.exit_code == loud.exit_code == 1
-    assert "Traceback" not in _all(quiet)
+    assert quiet.exit_code == loud.exit_code == 5
+    assert "Traceback" not in all_output(quiet)
     assert "Run with -v" not in quiet.stderr  # not a bug: nothing to report
     assert "Traceback (most recent call last)" in loud.stderr
 

@@ -25,7 +25,7 @@ def _cli(*args: str | Path) -> Result:
 def test_generate_manifest_cli(tmp_path: Path) -> None:
     table = copy_golden("table-with-dv-small", tmp_path)
     refused = _cli("generate-manifest", table)
-    assert refused.exit_code == 1 and "--purge-first" in refused.output
+    assert refused.exit_code == 7 and "--purge-first" in refused.output
     done = _cli("generate-manifest", table, "--purge-first", "--json")
     assert done.exit_code == 0, done.output
     doc = json.loads(done.output)
@@ -48,7 +48,7 @@ def test_downgrade_cli(tmp_path: Path) -> None:
     after = deltalake.DeltaTable(str(table)).to_pyarrow_table()  # refuses DV tables
     assert sorted(tuple(row.values()) for row in after.to_pylist()) == before
     waiting = _cli("downgrade", table, "--truncate-history")
-    assert waiting.exit_code == 1 and "--force" in waiting.output
+    assert waiting.exit_code == 7 and "--force" in waiting.output
     forced = _cli("downgrade", table, "--truncate-history", "--force", "--json")
     assert forced.exit_code == 0
     assert json.loads(forced.output)["protocol_after"] == {
@@ -66,7 +66,7 @@ def test_vacuum_cli(tmp_path: Path) -> None:
         if path.is_file() and "_delta_log" not in path.parts:
             os.utime(path, (past, past))
     refused = _cli("vacuum", table, "--retain", "0h")
-    assert refused.exit_code == 1 and "--force" in refused.output
+    assert refused.exit_code == 7 and "--force" in refused.output
     assert _cli("vacuum", table, "--retain", "soon").exit_code == 2
     dry = _cli("vacuum", table, "--retain", "0h", "--force", "--dry-run", "--json")
     assert dry.exit_code == 0, dry.output

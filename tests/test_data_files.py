@@ -34,7 +34,7 @@ from dvtool.data_files import (
     row_group_stats,
     write_data_file,
 )
-from dvtool.errors import FileMissingError, StorageError
+from dvtool.errors import DataFileError, FileMissingError, StorageError
 from dvtool.storage import Storage
 
 GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden"
@@ -345,9 +345,9 @@ def test_row_group_stats_errors(storage: Storage) -> None:
         row_group_stats(storage, storage.join("missing.parquet"))
     location = storage.join("broken.parquet")
     storage.write(location, b"not a parquet file")
-    with pytest.raises(StorageError, match="footer"):
+    with pytest.raises(DataFileError, match="footer"):  # not I/O: the file's integrity
         row_group_stats(storage, location)
-    with pytest.raises(StorageError):
+    with pytest.raises(DataFileError):
         list(iter_file_batches(storage, location))
 
 

@@ -22,7 +22,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dvtool.errors import FileMissingError, StorageError
+from dvtool.errors import FileMissingError, StorageError, UsageError
 from dvtool.storage import FileInfo, Storage, _fsspec_options
 from tests.s3_server import S3Server
 
@@ -86,7 +86,7 @@ class TestLocations:
         assert storage.join("_delta_log/x.json") == "memory://tbl/_delta_log/x.json"
 
     def test_unknown_scheme(self) -> None:
-        with pytest.raises(StorageError, match=r"hdfs://"):
+        with pytest.raises(UsageError, match=r"hdfs://"):
             Storage.for_table("hdfs://namenode/table")
 
     def test_file_uri_with_host_is_refused(self) -> None:

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from dvtool.commands.inspect_summary import TableSummary, summarize
 from dvtool.core.features import require_readable
 from dvtool.core.schema import partition_physical_names
-from dvtool.errors import DeletionVectorError, DvtoolError, StorageError, UsageError
+from dvtool.errors import (
+    DeletionVectorError,
+    DvtoolError,
+    StorageError,
+    UsageError,
+    exit_code_of,
+)
 from dvtool.io_pool import map_io
 
 if TYPE_CHECKING:
@@ -339,7 +345,7 @@ class InspectRequest:
 
 @dataclass(frozen=True)
 class InspectResult:
-    """Everything `inspect` computed; `exit_code` is 1 on verify problems, 3 on failed checks."""
+    """Everything `inspect` computed; `exit_code` is 6 on verify problems, 3 on failed checks."""
 
     summary: TableSummary | None
     files: list[FileEntry] | None = None
@@ -350,9 +356,9 @@ class InspectResult:
     @property
     def exit_code(self) -> int:
         if self.verify is not None and not self.verify.ok:
-            return 1
+            return exit_code_of("integrity")
         if self.checks and not all(c.passed for c in self.checks):
-            return 3
+            return exit_code_of("check-failed")
         return 0
 
     def to_json(self) -> dict[str, Any]:

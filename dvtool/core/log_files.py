@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from dvtool.errors import LogError
+from dvtool.errors import LogError, VersionNotFoundError
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -149,7 +149,7 @@ def plan_segment(
     if version is None:
         version = latest
     elif version > latest:
-        raise LogError(
+        raise VersionNotFoundError(
             f"version {version} does not exist; the latest version is {latest}",
             hint="Pass a --version between the oldest available version and the latest.",
         )

@@ -33,7 +33,13 @@ from dvtool.core.log_json import (
     parse_commit,
 )
 from dvtool.core.replay import ActionBatch, replay
-from dvtool.errors import FileMissingError, LogError, StorageError, TableNotFoundError
+from dvtool.errors import (
+    FileMissingError,
+    LogError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from dvtool.io_pool import map_io
 from dvtool.log.snapshot import Snapshot
 from dvtool.storage import Storage
@@ -238,13 +244,13 @@ class DeltaLog:
             raise LogError("the log has no commit files left to resolve a timestamp against")
         times = _CommitTimes(self, commits)
         if timestamp_ms < times.at(0):
-            raise LogError(
+            raise VersionNotFoundError(
                 f"timestamp {_iso(timestamp_ms)} is before the earliest available version "
                 f"{commits[0].version} ({_iso(times.at(0))})"
             )
         last = len(commits) - 1
         if timestamp_ms > times.at(last):
-            raise LogError(
+            raise VersionNotFoundError(
                 f"timestamp {_iso(timestamp_ms)} is after the latest version "
                 f"{commits[last].version} ({_iso(times.at(last))})",
                 hint="Use --version, or omit --timestamp to read the latest version.",

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import fsspec
 import fsspec.core
 
-from dvtool.errors import DvtoolError, StorageError
+from dvtool.errors import DvtoolError, StorageError, UsageError
 from dvtool.storage.failures import one_line
 from dvtool.storage.locations import file_uri_to_path, local_abspath, scheme_of
 
@@ -69,7 +69,7 @@ def open_table_filesystem(uri: str, options: Mapping[str, str]) -> TableFilesyst
     scheme = scheme_of(uri) or "file"
     if scheme not in SCHEMES:
         known = ", ".join(f"{s}://" for s in SCHEMES)
-        raise StorageError(f"unsupported storage scheme {scheme}:// in {uri}; use {known}")
+        raise UsageError(f"unsupported storage scheme {scheme}:// in {uri}; use {known}")
     kwargs = fsspec_options(options)
     if scheme == "file":
         root = local_abspath(file_uri_to_path(uri) if scheme_of(uri) else uri)

@@ -658,7 +658,7 @@ def test_column_mapping_delete_writes_physical_dv_and_logical_predicate(tmp_path
         "delta.columnMapping.physicalName"
     ]
     result = CliRunner().invoke(cli, ["delete", str(table), "--where", f"`{physical}` = 1"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage: an unknown column
     assert "col1" in result.output
     before = deltalake_rows(table)
     pred = cmp("<", col("col1"), lit(20))
@@ -773,7 +773,7 @@ def test_mode_dv_without_enable_is_refused(tmp_path: Path) -> None:
     table = write_table(tmp_path / "t", make_rows(range(30), seed=1), 2)
     before = tree_hashes(table)
     result = CliRunner().invoke(cli, ["delete", str(table), "--where", "id = 1", "--mode", "dv"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 7, result.output  # refused
     assert "dvtool enable" in result.output
     assert tree_hashes(table) == before
     with pytest.raises(WriteRefusedError):
@@ -1023,18 +1023,18 @@ def _with_future_writer_feature(table: Path) -> None:
 
 
 BAD_INPUTS = [
-    # (case, where, exit code, words the message must contain)
-    ("unknown-column", "nope = 1", 1, ["nope", "available columns", "id", "amount"]),
-    ("malformed", "id >", 1, ["parse"]),
-    ("malformed-2", "id = = 3", 1, ["parse", "id = = 3"]),
-    ("empty", " ", 1, ["--where"]),
-    ("not-boolean", "id + 1", 1, ["boolean"]),
-    ("type-error", "d > TRUE", 1, ["date", "boolean"]),
-    ("subquery", "id IN (SELECT 1)", 1, ["subquery"]),
-    ("aggregate", "max(id) > 1", 1, ["max"]),
-    ("append-only", "id = 1", 1, ["appendOnly"]),
-    ("future-feature", "id = 1", 1, ["futureFeature"]),
-    ("missing-table", "id = 1", 1, ["no Delta table"]),
+    # (case, where, exit code (2 usage, 5 not found, 7 refused), words the message must contain)
+    ("unknown-column", "nope = 1", 2, ["nope", "available columns", "id", "amount"]),
+    ("malformed", "id >", 2, ["parse"]),
+    ("malformed-2", "id = = 3", 2, ["parse", "id = = 3"]),
+    ("empty", " ", 2, ["--where"]),
+    ("not-boolean", "id + 1", 2, ["boolean"]),
+    ("type-error", "d > TRUE", 2, ["date", "boolean"]),
+    ("subquery", "id IN (SELECT 1)", 2, ["subquery"]),
+    ("aggregate", "max(id) > 1", 2, ["max"]),
+    ("append-only", "id = 1", 7, ["appendOnly"]),
+    ("future-feature", "id = 1", 7, ["futureFeature"]),
+    ("missing-table", "id = 1", 5, ["no Delta table"]),
 ]
 
 
@@ -1064,7 +1064,7 @@ def test_bad_input_is_refused_and_writes_nothing(
     if case == "missing-table":
         assert not (table / "_delta_log").exists()
         result = _cli("delete", tmp_path / "absent", "--where", where)
-        assert result.exit_code == 1 and not (tmp_path / "absent").exists()
+        assert result.exit_code == 5 and not (tmp_path / "absent").exists()
 
 
 def test_invalid_mode_is_a_usage_error(tmp_path: Path) -> None:

@@ -275,7 +275,7 @@ def test_enable_refuses_incompatible_tables(
     append_commit(table, *new)
     before = tree_hashes(table)
     result = _cli("enable", table)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 7, result.output
     assert named in result.output
     assert "internal error" not in result.output
     assert tree_hashes(table) == before
@@ -299,11 +299,11 @@ def test_enable_refuses_unknown_writer_feature(tmp_path: Path) -> None:
     )
     before = tree_hashes(table)
     result = _cli("enable", table)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 7, result.output
     assert "futureFeature" in result.output
     assert tree_hashes(table) == before
     missing = _cli("enable", tmp_path / "nowhere")
-    assert missing.exit_code == 1 and not (tmp_path / "nowhere").exists()
+    assert missing.exit_code == 5 and not (tmp_path / "nowhere").exists()
 
 
 @pytest.mark.parametrize("name", ["app-txn-checkpoint", "v2-classic-checkpoint-parquet"])

@@ -528,7 +528,7 @@ def test_run_inspect_progress_and_exit_codes() -> None:
     assert sum(advanced) == result.summary.num_files
     assert result.verify is not None and not result.verify.ok
     assert result.checks is not None and not result.checks[0].passed
-    assert result.exit_code == 1  # verify problems outrank failed checks
+    assert result.exit_code == 6  # verify problems outrank failed checks
 
     checks_only = run_inspect(log, InspectRequest(checks=(("max-files", 0.0),)))
     assert checks_only.exit_code == 3

@@ -922,8 +922,8 @@ def test_cli_purge_of_a_table_without_dvs_commits_nothing(tmp_path: Path) -> Non
 
 
 def test_failed_rewrite_leaves_no_files_behind(tmp_path: Path) -> None:
-    """One input of five cannot be read: the command fails (exit 1), commits nothing, and the
-    files already written for the other bins are deleted."""
+    """One input of five is not parquet: the command fails (exit 6, integrity), commits
+    nothing, and the files already written for the other bins are deleted."""
     table = tmp_path / "t"
     five_dv_files(table)
     paths = sorted(table / p for p, _ in live_adds(table))
@@ -932,7 +932,7 @@ def test_failed_rewrite_leaves_no_files_behind(tmp_path: Path) -> None:
 
     result = run_cli("optimize", table, "--purge", "--engine", "arrow")
 
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 6, result.output
     assert "Traceback" not in result.output
     assert paths[2].name in result.output
     assert tree_hashes(table) == hashes

@@ -329,7 +329,7 @@ def test_generate_manifest_on_s3(make_table: Callable[..., tuple[S3Table, list[i
     table, ids = make_table(partition_by=["p"])
     table.dvtool("enable")
     table.dvtool("delete", "--where", "id % 4 = 1")
-    refused = table.dvtool("generate-manifest", exit_code=1)
+    refused = table.dvtool("generate-manifest", exit_code=7)
     assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) <= 2
 
     table.dvtool("generate-manifest", "--purge-first")
@@ -433,6 +433,6 @@ def test_glob_characters_in_the_table_path_never_touch_a_sibling_table(
 
 def test_missing_table_on_s3_is_a_clear_error(s3_server: S3Server, tmp_path: Path) -> None:
     table = S3Table(s3_server, "commands/no-such-table", tmp_path)
-    result = table.dvtool("delete", "--where", "id = 1", exit_code=1)
+    result = table.dvtool("delete", "--where", "id = 1", exit_code=5)
     assert "no Delta table at s3://dvtool-test/commands/no-such-table" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2

@@ -361,7 +361,7 @@ def test_cli_vacuum_keeps_iceberg_metadata(
     table, metadata, tombstone, live = uniform
     _remove_metadata_file(table, sorted(metadata)[0])
     refused = _cli("vacuum", table, "--retain", "0h", *mode)
-    assert refused.exit_code == 1 and "--force" in refused.output
+    assert refused.exit_code == 7 and "--force" in refused.output
     argv: tuple[str | Path, ...] = ("vacuum", table, "--retain", "0h", "--force", *mode)
     dry = _cli(*argv, "--dry-run", "--json")
     assert dry.exit_code == 0, dry.output
