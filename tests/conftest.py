@@ -1,7 +1,8 @@
 """Shared test helpers: where the golden tables are, and copying one before a test writes.
 
-The golden tables (`../shared/golden`, beside the repository) are read-only; CI always has
-them, so tests that need them fail, never skip, when they are missing.
+The golden tables (`$DVTOOL_GOLDEN`, else `../shared/golden` beside the repository) are
+read-only; CI always has them. Without them the run stops before collecting anything, with
+one line saying where it looked, rather than failing every test that reads one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.oracles import GOLDEN, copy_golden
+from tests.oracles import GOLDEN, GOLDEN_ENV, copy_golden
 from tests.s3_server import S3Server, moto_s3_server
 
 __all__ = ["GOLDEN", "golden_copy", "s3_server"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not (GOLDEN / "INDEX.md").is_file():
+        raise pytest.UsageError(
+            f"golden tables not found at {GOLDEN} (no INDEX.md): set {GOLDEN_ENV} to the "
+            "directory that holds them, or put shared/golden beside the repository"
+        )
 
 
 @pytest.fixture

@@ -41,7 +41,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-GOLDEN = (Path(__file__).resolve().parents[1] / ".." / "shared" / "golden").resolve()
+# The golden tables: $DVTOOL_GOLDEN, else ../shared/golden beside the repository (CI's layout).
+GOLDEN_ENV = "DVTOOL_GOLDEN"
+GOLDEN = Path(
+    os.environ.get(GOLDEN_ENV) or Path(__file__).resolve().parents[1] / ".." / "shared" / "golden"
+).resolve()
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 COMMIT = re.compile(r"^(\d{20})\.json$")
 DV_MAGIC = 1681511377

@@ -40,9 +40,7 @@ from dvtool.errors import (
     FileMissingError,
     StorageError,
 )
-
-GOLDEN = Path("/work/shared/golden")
-pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="golden tables not available")
+from tests.oracles import GOLDEN
 
 SMALL = GOLDEN / "table-with-dv-small"
 SMALL_DATA_FILE = "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"

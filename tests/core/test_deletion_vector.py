@@ -29,9 +29,7 @@ from dvtool.errors import (
     DVVersionError,
     LogError,
 )
-
-GOLDEN = Path("/work/shared/golden")
-needs_golden = pytest.mark.skipif(not GOLDEN.is_dir(), reason="golden tables not available")
+from tests.oracles import GOLDEN
 
 PROTOCOL_EXAMPLE: dict[str, Any] = {
     "storageType": "u",
@@ -379,7 +377,6 @@ def test_inline_bad_text(text: str) -> None:
         DeletionVectorDescriptor("i", text, None, 4, 0).inline_bytes()
 
 
-@needs_golden
 def test_golden_has_inline_dvs() -> None:
     assert len(GOLDEN_INLINE_DVS) == 3
 
@@ -392,7 +389,6 @@ GOLDEN_INLINE_ROWS = {
 }
 
 
-@needs_golden
 @pytest.mark.parametrize("case", GOLDEN_INLINE_DVS, ids=_golden_id)
 def test_golden_inline(case: tuple[Path, DeletionVectorDescriptor]) -> None:
     _, descriptor = case
@@ -407,13 +403,11 @@ def test_golden_inline(case: tuple[Path, DeletionVectorDescriptor]) -> None:
 # --- golden DV files ------------------------------------------------------------------
 
 
-@needs_golden
 def test_golden_has_many_uuid_dvs() -> None:
     assert len(GOLDEN_UUID_DVS) >= 90
     assert any(d.effective_offset > 1 for _, d in GOLDEN_UUID_DVS)
 
 
-@needs_golden
 @pytest.mark.parametrize("case", GOLDEN_UUID_DVS, ids=_golden_id)
 def test_golden_dv_entry_round_trips_byte_exact(
     case: tuple[Path, DeletionVectorDescriptor],
@@ -451,7 +445,6 @@ def _entries(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-@needs_golden
 @pytest.mark.parametrize("case", _golden_files(), ids=lambda c: str(c[0].relative_to(GOLDEN)))
 def test_golden_dv_file_reencodes_byte_exact(
     case: tuple[Path, list[DeletionVectorDescriptor]],
