@@ -46,6 +46,29 @@ class TimestampParam(click.ParamType):  # type: ignore[type-arg]
         return int(moment.timestamp() * 1000)
 
 
+class SizeParam(click.ParamType):  # type: ignore[type-arg]
+    """A byte size: 268435456, 256MB, 1GiB, 512k (units are powers of 1024, as in Spark)."""
+
+    name = "size"
+
+    def __init__(self, minimum: int = 0) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            size = value
+        else:
+            from dvtool.core.byte_size import parse_byte_size
+
+            try:
+                size = parse_byte_size(str(value))
+            except ValueError as e:
+                self.fail(str(e))
+        if size < self.minimum:
+            self.fail(f"{value!r} is less than {self.minimum} bytes")
+        return size
+
+
 def _storage_options(values: Sequence[str]) -> dict[str, str]:
     return _key_values(values, "--storage-option")
 
@@ -110,11 +133,11 @@ def engine_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--spark-threshold",
-            type=click.IntRange(min=0),
-            default=1024**3,
+            type=SizeParam(),
+            default="1GiB",
             show_default=True,
-            metavar="BYTES",
-            help="With --engine auto, use Spark above this many bytes of data files.",
+            metavar="SIZE",
+            help="With --engine auto, use Spark above this much data (bytes, 512MB, 2GiB).",
         ),
     ]
     wrapped: Callable[..., Any] = chosen
@@ -382,9 +405,10 @@ def delete(
 )
 @click.option(
     "--target-size",
-    type=int,
-    metavar="BYTES",
-    help="Compaction target file size (default: delta.targetFileSize or 256 MiB).",
+    type=SizeParam(minimum=1),
+    metavar="SIZE",
+    help="Compaction target file size: bytes, 256MB, 1GiB (default: delta.targetFileSize, "
+    "else 256 MiB).",
 )
 @click.option(
     "--where", "where", metavar="SQL", help="Restrict to partitions (partition columns only)."

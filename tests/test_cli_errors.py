@@ -134,3 +134,13 @@ def test_verbose_anywhere(argv: list[str]) -> None:
 def test_without_verbose_no_traceback() -> None:
     result = run("inspect", str(GOLDEN / SMALL), "--version", "999")
     assert "Traceback" not in all_output(result)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["optimize", "TABLE", "--target-size", "12xb"], ["optimize", "TABLE", "--target-size", "0"]],
+    ids=["not-a-size", "zero"],
+)
+def test_bad_sizes_are_usage_errors(args: list[str]) -> None:
+    error = _json_error(*[str(GOLDEN / SMALL) if a == "TABLE" else a for a in args], kind="usage")
+    assert "--target-size" in error["message"]
