@@ -69,6 +69,11 @@ _SMALL_TABLE = {
     "pyroaring",  # the DV codec: DVs are only read by --files and --verify
     "dvtool.dvstore",
     "dvtool.data_files",  # footers: --count-rows and --verify
+    # fsspec (with asyncio, ~25 ms): a local table without storage options is read through
+    # dvtool.storage.local_files on `os`; object stores, memory:// and options need fsspec.
+    "fsspec",
+    # ~11 ms: only the checks of object-store backend versions (commits) need it.
+    "importlib.metadata",
 }
 # `dvtool inspect T --json`: one json.dumps of the result; rich only draws tables.
 INSPECT_JSON_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}

@@ -1,8 +1,11 @@
 """The one storage layer of dvtool: every read, listing and write goes through `Storage`.
 
-`Storage` wraps an fsspec filesystem and the table root. Its contract, which the rest of
-dvtool relies on and tests check point by point (the submodule that implements each part
-is named in brackets; import everything from `dvtool.storage`, not from them):
+`Storage` wraps a filesystem and the table root: fsspec's filesystem for object stores and
+memory://, and for a local root `LocalFiles`, the few fsspec methods dvtool calls written on
+`os`, so that a command on a local table never imports fsspec (most of a small command's
+start-up). Its contract, which the rest of dvtool relies on and tests check point by point
+(the submodule that implements each part is named in brackets; import everything from
+`dvtool.storage`, not from them):
 
 - Locations. The table root may be a local path (relative or absolute), a `file://` URI, or
   an `s3://` (also `s3a://`), `gs://`/`gcs://`, `abfs://`/`abfss://`/`az://` or `memory://`
@@ -12,9 +15,11 @@ is named in brackets; import everything from `dvtool.storage`, not from them):
   [`locations`; the conversions to and from fsspec's paths are `table_storage`'s]
   `options` (the CLI's `--storage-option KEY=VALUE`) go to fsspec unchanged, except that
   the values `true` and `false` become booleans; environment variables are read by the
-  backends as usual. A backend package that is not installed (s3fs, gcsfs, adlfs) or an
-  unknown scheme is a `StorageError` saying what to install or which schemes work.
-  [`backends`]
+  backends as usual. A local root with options opens fsspec's local filesystem, which takes
+  them; without, `LocalFiles`, which answers as fsspec's does (entries, errors, ranges). A
+  backend package that is not installed (s3fs, gcsfs, adlfs) or an unknown scheme is a
+  `StorageError` saying what to install or which schemes work.
+  [`backends`, `local_files`]
 - Path decoding. Paths in the Delta log are RFC 2396 URIs and are percent-decoded exactly
   once: a relative path is joined to the root, an absolute URI (`s3://...`) is kept as a
   location (`file:` URIs become local paths), an absolute POSIX path is kept. A literal `%25`
@@ -60,9 +65,11 @@ is named in brackets; import everything from `dvtool.storage`, not from them):
   files (directories are implicit), those under a directory `descend` refuses left out. A
   missing directory walks as empty. `real_relative_to_root` is `relative_to_root` with
   symbolic links resolved on local disk (the root's own too): None for anything that is not
-  really inside the root. `remove_empty_dir` removes an empty local directory (never the
-  root, never a non-empty one, never a link); object stores have none to remove. [`listing`,
-  `local_disk`]
+  really inside the root. `real_relative_paths()` gives the same answers for many locations
+  at about one stat each (the root and each directory resolved once, then kept: a link
+  changed later is not seen, so it is made anew for each check). `remove_empty_dir` removes
+  an empty local directory (never the root, never a non-empty one, never a link); object
+  stores have none to remove. [`listing`, `real_paths`, `local_disk`]
 """
 
 from __future__ import annotations
@@ -76,8 +83,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FileInfo", "ReadableFile", "Storage", "TreeEntry"]
 
-# Loaded on first use: fsspec is not imported until a command opens a table, and Spark
-# executors, which import `arrow_storage` and have no fsspec, never import it.
+# Loaded on first use: fsspec is not imported until a command opens a table that needs it
+# (not a local one without storage options), and Spark executors, which import
+# `arrow_storage` and have no fsspec, never import it.
 _LAZY = {
     "Storage": ("dvtool.storage.table_storage", "Storage"),
     "ReadableFile": ("dvtool.storage.table_storage", "ReadableFile"),

@@ -1,29 +1,31 @@
-"""The storage backends: which URI schemes work, and how their fsspec filesystems are made.
+"""The storage backends: which URI schemes work, and how their filesystems are made.
 
 One table maps each scheme dvtool accepts to fsspec's protocol, the backend package that
 implements it and the dvtool extra that installs it. Opening a table root turns the CLI's
 storage options into fsspec keyword arguments, checks that the backend package is
 installed (saying what to install if not) and builds the filesystem. Whether the installed
 backend can create a file only if it is absent (the conditional PUT commits rely on) is a
-property of the backend's version, so it is checked here too. This is the only module of
-the storage layer that imports fsspec.
+property of the backend's version, so it is checked here too.
+
+A local root without storage options gets `LocalFiles` (`local_files`), which needs no
+fsspec: importing fsspec would be most of a small local command's start-up. With options a
+local root gets fsspec's own local filesystem, which takes them. This is the only module of
+the storage layer that imports fsspec, and only inside the functions that open an fsspec
+filesystem.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
-
-import fsspec
-import fsspec.core
 
 from dvtool.errors import DvtoolError, StorageError, UsageError
 from dvtool.storage.failures import one_line
+from dvtool.storage.local_files import LocalFiles
 from dvtool.storage.locations import file_uri_to_path, local_abspath, scheme_of
 
 # scheme -> (canonical fsspec protocol, backend package or None, dvtool extra)
@@ -39,6 +41,8 @@ SCHEMES: dict[str, tuple[str, str | None, str | None]] = {
     "az": ("abfs", "adlfs", "azure"),
 }
 
+T = TypeVar("T")
+
 # Oldest package versions whose fsspec create mode is a server-side conditional write.
 _CREATE_ONLY_REQUIRES: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
     "s3": (("s3fs", (2024, 12, 0)), ("botocore", (1, 35, 21))),
@@ -49,9 +53,10 @@ _CREATE_ONLY_REQUIRES: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
 
 @dataclass(frozen=True)
 class TableFilesystem:
-    """The fsspec filesystem of a table root, and the root as fsspec and the user spell it."""
+    """The filesystem of a table root, and the root as fsspec and the user spell it."""
 
     fs: Any
+    """fsspec's filesystem, or for a local root without options the `LocalFiles` subset."""
     root_path: str
     """fsspec's path of the root (an absolute POSIX path on local disk)."""
     scheme: str
@@ -73,10 +78,12 @@ def open_table_filesystem(uri: str, options: Mapping[str, str]) -> TableFilesyst
     kwargs = fsspec_options(options)
     if scheme == "file":
         root = local_abspath(file_uri_to_path(uri) if scheme_of(uri) else uri)
-        fs = _make_fs(uri, lambda: fsspec.filesystem("file", **kwargs))
+        if not kwargs:
+            return TableFilesystem(LocalFiles(), root, "file")
+        fs = _make_fs(uri, lambda: _fsspec_local_filesystem(kwargs))
         return TableFilesystem(fs, root, "file")
     _require_backend(uri, scheme)
-    fs, path = _make_fs(uri, lambda: fsspec.core.url_to_fs(uri, **kwargs))
+    fs, path = _make_fs(uri, lambda: _fsspec_url_to_fs(uri, kwargs))
     if not path.strip("/"):
         raise StorageError(f"{uri} names no bucket or container; give scheme://bucket/path")
     return TableFilesystem(fs, path.rstrip("/") or "/", scheme, urlsplit(uri).netloc)
@@ -90,6 +97,8 @@ def fsspec_options(options: Mapping[str, str]) -> dict[str, Any]:
 
 def create_only_problem(protocol: str) -> str | None:
     """Why the installed backend cannot create files exclusively, or None if it can."""
+    import importlib.metadata  # local: ~13 ms, and only object stores' commits need it
+
     for package, minimum in _CREATE_ONLY_REQUIRES.get(protocol, ()):
         try:
             installed = importlib.metadata.version(package)
@@ -116,7 +125,22 @@ def _require_backend(uri: str, scheme: str) -> None:
         ) from exc
 
 
-def _make_fs(uri: str, make: Callable[[], Any]) -> Any:
+def _fsspec_local_filesystem(kwargs: Mapping[str, Any]) -> Any:
+    """fsspec's local filesystem with storage options (fsspec imported only now)."""
+    import fsspec
+
+    return fsspec.filesystem("file", **kwargs)
+
+
+def _fsspec_url_to_fs(uri: str, kwargs: Mapping[str, Any]) -> tuple[Any, str]:
+    """fsspec's filesystem of `uri` and fsspec's path of it (fsspec imported only now)."""
+    import fsspec.core
+
+    fs, path = fsspec.core.url_to_fs(uri, **kwargs)
+    return fs, str(path)
+
+
+def _make_fs(uri: str, make: Callable[[], T]) -> T:
     """Call `make()`, turning a failure to set up the filesystem into a StorageError."""
     try:
         return make()

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dvtool import faults
 from dvtool.errors import StorageError
 from dvtool.storage.failures import one_line
-from dvtool.storage.locations import path_under
 
 _NO_HARD_LINK_ERRNOS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 
@@ -66,13 +65,6 @@ def replace_file(path: str, data: bytes) -> None:
     head, name = os.path.split(path)
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(head, f".{name}.crc"))
-
-
-def real_path_under(path: str, root_path: str) -> str | None:
-    """`path` under `root_path` with symbolic links in both resolved, or None if outside."""
-    real = os.path.realpath(path).replace(os.sep, "/")
-    root = os.path.realpath(root_path).replace(os.sep, "/")
-    return path_under(real, root)
 
 
 def remove_empty_dir(location: str, path: str, root_path: str) -> bool:

@@ -4,8 +4,9 @@ The class is the storage layer's one public face (its contract is the docstring 
 `dvtool.storage`). It owns the filesystem and the root, converts between locations and
 fsspec's paths, routes each backend call through the error translation and retries of
 `failures`, and dispatches to the concept modules beside it: `locations` (path forms),
-`backends` (opening the filesystem), `put_if_absent` (commits), `local_disk` (crash-safe
-local writes) and `listing` (listings and walks).
+`backends` (opening the filesystem; `local_files` is the one for local disk without fsspec),
+`put_if_absent` (commits), `local_disk` (crash-safe local writes), `listing` (listings and
+walks) and `real_paths` (where local paths lead, links resolved).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dvtool.storage.locations import (
     scheme_of,
 )
 from dvtool.storage.put_if_absent import exclusive_create
+from dvtool.storage.real_paths import RealPaths
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -66,7 +68,7 @@ class ReadableFile(Protocol):
 
 
 class Storage:
-    """A table root and the fsspec filesystem it lives on; see `dvtool.storage`'s docstring."""
+    """A table root and the filesystem it lives on; see `dvtool.storage`'s docstring."""
 
     def __init__(
         self,
@@ -77,7 +79,8 @@ class Storage:
         authority: str = "",
         unsafe_single_writer: bool = False,
     ) -> None:
-        """Use `Storage.for_table`; this takes fsspec's form of the root."""
+        """Use `Storage.for_table`; this takes fsspec's form of the root and a filesystem
+        with the fsspec methods used here (fsspec's, or `LocalFiles` on local disk)."""
         self._fs = fs
         self._root_path = root_path
         self._scheme = scheme
@@ -369,13 +372,27 @@ class Storage:
         (for example a path through a link that points elsewhere, or a link itself pointing
         elsewhere). On object stores, which have no links, the same as `relative_to_root`.
         """
+        return self.real_relative_paths()(location)
+
+    def real_relative_paths(self) -> Callable[[str], str | None]:
+        """`real_relative_to_root` for many locations checked in a row, ~one stat each.
+
+        The returned function resolves the root and each directory once and keeps their real
+        paths (`real_paths.RealPaths`): same answers, but a link changed after it resolved a
+        directory is not seen, so make a new one for each check.
+        """
         if not self._local:
-            return self.relative_to_root(location)
-        try:
-            path = self._fs_path(location)
-        except StorageError:
-            return None
-        return local_disk.real_path_under(path, self._root_path)
+            return self.relative_to_root
+        real_paths = RealPaths(self._root_path)
+
+        def real_relative(location: str) -> str | None:
+            try:
+                path = self._fs_path(location)
+            except StorageError:
+                return None
+            return real_paths.under_root(path)
+
+        return real_relative
 
     def remove_empty_dir(self, location: str) -> bool:
         """Remove a local directory if it is empty; True if it was removed.
