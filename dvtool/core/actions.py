@@ -10,6 +10,7 @@ pyarrow: reading a small table's JSON log does not import it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ DV_FIELDS: tuple[tuple[str, str], ...] = (
 EXTRA_FIELD_NAME = "extraFields"
 
 _INT_RANGES = {"int": 2**31, "long": 2**63}
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def has_plain_values(
@@ -107,8 +109,8 @@ def unsafe_path_reason(path_in_log: str) -> str | None:
     `%2E%2E`) climbs out of the directory it starts in; Delta writers never write one.
     Where the path leads (inside the table root or not) is for the storage layer to decide.
     """
-    decoded = unquote(path_in_log)
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
+    decoded = unquote(path_in_log) if "%" in path_in_log else path_in_log
+    if _CONTROL_CHARACTER.search(decoded):
         return "it contains control characters"
     if "\\" in path_in_log:
         return "it contains a backslash, which a URI path cannot hold unencoded"
