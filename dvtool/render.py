@@ -50,20 +50,16 @@ class Renderer:
 
     @property
     def console(self) -> Console:
-        """The rich console on stdout, made on first use."""
+        """The rich console on stdout, made on first use (`_console`)."""
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(highlight=False, soft_wrap=False)
+            self._console = _console(stderr=False)
         return self._console
 
     @property
     def err(self) -> Console:
         """The rich console on stderr (progress, errors, warnings), made on first use."""
         if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(stderr=True, highlight=False)
+            self._err = _console(stderr=True)
         return self._err
 
     # -- generic -------------------------------------------------------------------------
@@ -213,6 +209,9 @@ class Renderer:
         self.console.print(t)
 
     def _history(self, entries: Sequence[HistoryEntry]) -> None:
+        if self.console.is_terminal and self.console.width < _NARROW:
+            self._history_blocks(entries)
+            return
         t = _table(title="History", title_justify="left")
         for name in ("version", "time", "operation", "parameters", "metrics"):
             t.add_column(name)
@@ -225,6 +224,19 @@ class Renderer:
                 _escape(_compact(e.operation_metrics)),
             )
         self.console.print(t)
+
+    def _history_blocks(self, entries: Sequence[HistoryEntry]) -> None:
+        """The history on a narrow terminal: one block per commit, each line wrapping whole."""
+        c = self.console
+        c.print("[bold]History[/]")
+        for e in entries:
+            c.print(f"[bold]version {e.version}[/]  {_time(e.timestamp)}  {e.operation or ''}")
+            for label, values in (
+                ("parameters", e.operation_parameters),
+                ("metrics", e.operation_metrics),
+            ):
+                if values:
+                    c.print(f"  {label}: {_escape(_compact(values))}", soft_wrap=False)
 
     def _verify(self, report: VerifyReport) -> None:
         c = self.console
@@ -466,6 +478,31 @@ def _protocol(p: dict[str, Any]) -> str:
     text = f"{p['minReaderVersion']}/{p['minWriterVersion']}"
     features = sorted(set(p.get("readerFeatures") or []) | set(p.get("writerFeatures") or []))
     return f"{text} ({', '.join(features)})" if features else text
+
+
+# Off a terminal (CI logs, pipes, files) lines are as wide as their content: no table is
+# squeezed into an arbitrary 80 columns, no path or number broken. Rich needs some width.
+_UNLIMITED_WIDTH = 1_000_000
+# Below this terminal width the history is one block per commit instead of a table.
+_NARROW = 120
+
+
+def _console(*, stderr: bool) -> Console:
+    """A console for stdout or stderr: the terminal's width and colours on a terminal;
+    off one, no colour, no markup styles and no wrapping."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if console.is_terminal:
+        return console
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=True,
+        width=_UNLIMITED_WIDTH,
+        color_system=None,
+        no_color=True,
+    )
 
 
 def _escape(text: str) -> str:

@@ -1,0 +1,63 @@
+"""How human output looks: off a terminal lines are as wide as their content (CI logs); on a
+narrow terminal the history is one block per commit, on a wide one a table."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+from rich.console import Console
+
+from dvtool.commands.inspect import InspectResult, history
+from dvtool.log.reader import open_log
+from dvtool.render import Renderer
+from tests.cli_helpers import run
+from tests.oracles import GOLDEN
+
+SMALL = "table-with-dv-small"
+
+
+def _table_with_long_history(tmp_path: Path) -> Path:
+    table = tmp_path / "t"
+    shutil.copytree(GOLDEN / SMALL, table)
+    assert run("delete", table, "--where", "value = 1").exit_code == 0
+    return table
+
+
+def test_off_a_terminal_nothing_wraps_and_nothing_is_coloured(tmp_path: Path) -> None:
+    table = _table_with_long_history(tmp_path)
+    result = run("inspect", table, "--history", "--files")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    metrics = next(line for line in lines if "numDeletionVectorsUpdated=1" in line)
+    # The whole metrics cell of the DELETE is on its line, in its order, unbroken.
+    assert "numDeletedRows=1, numRemovedFiles=0, numAddedFiles=0" in metrics
+    assert "rewriteTimeMs=" in metrics and "executionTimeMs=" in metrics
+    assert max(map(len, lines)) > 200  # wider than any terminal default, as the content is
+    paths = [p.name for p in table.glob("*.parquet")]
+    assert all(any(p in line for line in lines) for p in paths)  # paths never folded
+    assert "\x1b[" not in result.stdout
+
+
+def _rendered_history(table: Path, width: int) -> str:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=width, color_system=None)
+    Renderer(console=console).inspect(InspectResult(None, history=history(open_log(str(table)), 5)))
+    return out.getvalue()
+
+
+def test_narrow_terminal_history_is_one_block_per_commit(tmp_path: Path) -> None:
+    text = _rendered_history(_table_with_long_history(tmp_path), 80)
+    assert "┃" not in text  # no table
+    assert [line.split()[1] for line in text.splitlines() if line.startswith("version ")] == [
+        "2",
+        "1",
+        "0",
+    ]
+    assert "  metrics: numDeletedRows=1" in text
+
+
+def test_wide_terminal_history_is_a_table(tmp_path: Path) -> None:
+    text = _rendered_history(_table_with_long_history(tmp_path), 200)
+    assert "┃ version" in text and max(map(len, text.splitlines())) <= 200
