@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dvtool.core import arrow_values
 from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.errors import DataFileError, DvtoolError, FileMissingError, StorageError
 from dvtool.storage.locations import encode_for_log
@@ -223,6 +224,7 @@ def row_group_stats(
     else:
         meta = parquet.metadata
     starts = _row_group_starts(meta)
+    timestamps = _timestamp_types(meta)
     out = []
     for rg in range(meta.num_row_groups):
         group = meta.row_group(rg)
@@ -240,7 +242,7 @@ def row_group_stats(
             if not stats.has_min_max:
                 continue
             try:
-                low, high = stats.min, stats.max
+                low, high = _min_max(stats, timestamps.get(c))
             except (ValueError, pa.ArrowException):
                 continue  # a logical type pyarrow cannot convert
             if low is None or high is None or _is_nan(low) or _is_nan(high):
@@ -249,6 +251,34 @@ def row_group_stats(
             maximum[path] = high
         out.append(RowGroupStats(rg, starts[rg], group.num_rows, minimum, maximum, nulls))
     return out
+
+
+def _timestamp_types(meta: pq.FileMetaData) -> dict[int, pa.DataType]:
+    """The arrow types pyarrow gives the statistics of the INT64 timestamp leaf columns, by
+    leaf index: zone "UTC" when the values are adjusted to UTC, none otherwise."""
+    out = {}
+    for index in range(meta.num_columns):
+        column = meta.schema.column(index)
+        unit = _timestamp_unit(column)
+        if unit:
+            utc = json.loads(column.logical_type.to_json()).get("isAdjustedToUTC")
+            out[index] = pa.timestamp(unit, "UTC" if utc else None)
+    return out
+
+
+def _min_max(stats: pq.Statistics, timestamp: pa.DataType | None) -> tuple[Any, Any]:
+    """`stats.min, stats.max`, but INT64 timestamps converted from their raw values here:
+    pyarrow imports pandas to convert those with a zone or in nanoseconds (see
+    `arrow_values.as_py`). Nanoseconds are widened to the enclosing microseconds, which
+    still bound the values (pyarrow gives a pandas Timestamp, or fails without pandas)."""
+    if timestamp is None:
+        return stats.min, stats.max
+    low, high = stats.min_raw, stats.max_raw
+    if timestamp.unit == "ns":
+        timestamp = pa.timestamp("us", timestamp.tz)
+        low, high = low // 1000, -(-high // 1000)
+    as_py = arrow_values.as_py
+    return as_py(arrow_values.scalar(low, timestamp)), as_py(arrow_values.scalar(high, timestamp))
 
 
 def _row_group_starts(meta: pq.FileMetaData) -> list[int]:

@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -324,6 +324,31 @@ def test_row_group_stats_vs_pyarrow_metadata(storage: Storage) -> None:
     assert first.max["ts"] == datetime(1970, 1, 12, 13, 46, 40, tzinfo=timezone.utc)
     assert second.min["f"] == -2.0
     assert all(not (isinstance(v, float) and math.isnan(v)) for g in groups for v in g.max.values())
+
+
+@pytest.mark.parametrize("tz", [None, "UTC", "+07:00"])
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_row_group_stats_of_timestamps(storage: Storage, unit: str, tz: str | None) -> None:
+    """INT64 timestamps are converted from their raw values, since pyarrow imports pandas to
+    convert those with a zone or in nanoseconds: to pyarrow's values, nanoseconds widened to
+    the enclosing microseconds (pyarrow gives pandas Timestamps there)."""
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    nanos = [1_700_000_000_123_456_789, -1_234_567_890_123_456_789, None]
+    ticks = [None if n is None else n // (10**9 // per_second) for n in nanos]
+    column = pa.array(ticks, pa.int64()).cast(pa.timestamp(unit, tz))
+    location = write_plain(storage, pa.table({"t": column}))
+    (group,) = row_group_stats(storage, location)
+    low, high = group.min["t"], group.max["t"]
+    assert type(low) is datetime and type(high) is datetime
+    if unit == "ns":
+        epoch = datetime(1970, 1, 1, tzinfo=None if tz is None else timezone.utc)
+        assert low == epoch + timedelta(microseconds=-1_234_567_890_123_457)
+        assert high == epoch + timedelta(microseconds=1_700_000_000_123_457)
+    else:
+        with storage.open_parquet(location) as f:
+            stats = pq.ParquetFile(f).metadata.row_group(0).column(0).statistics
+        assert (low, high) == (stats.min, stats.max)
+        assert (low.tzinfo, high.tzinfo) == (stats.min.tzinfo, stats.max.tzinfo)
 
 
 def test_row_group_stats_of_golden_spark_file() -> None:

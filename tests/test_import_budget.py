@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,8 @@ from tests.oracles import GOLDEN
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Forbidden in every command below (none uses Spark, an object store or a predicate):
+# Forbidden in every command below (none uses Spark or an object store), and sqlglot in those
+# without a --where predicate:
 NEVER = frozenset(
     {
         # pyarrow imports pandas (0.1-0.2 s), when installed, the first time it converts a
@@ -42,8 +44,9 @@ NEVER = frozenset(
         "s3fs",
         "gcsfs",
         "adlfs",
-        # Import pandas themselves (pyarrow._dataset converts a Python True when imported);
-        # only predicate evaluation (acero) needs them.
+        # Import pandas themselves (pyarrow.acero imports pyarrow.dataset, and pyarrow._dataset
+        # converts a Python True when imported): predicates are evaluated with acero's compiled
+        # module, pyarrow._acero, which imports neither (dvtool.predicate.arrow).
         "pyarrow.dataset",
         "pyarrow.acero",
     }
@@ -82,6 +85,9 @@ INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}  # no progres
 # `dvtool inspect --json` of a table with a classic parquet checkpoint: the checkpoint reader
 # and pyarrow.parquet are needed now, the DV codec and rich still not.
 INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {"rich", "pyroaring", "dvtool.dvstore"}
+# `dvtool delete T --where ...`: the predicate is parsed (sqlglot), checked against statistics
+# and evaluated on the rows, and still pandas stays out (issue 12).
+DELETE_FORBIDDEN = NEVER - {"sqlglot"}
 
 REPORT = """
 import contextlib, io, json, sys
@@ -167,6 +173,46 @@ def test_inspect_of_a_parquet_checkpoint_imports_no_pandas(tmp_path: Path) -> No
     assert run["exit"] == 0 and json.loads(run["stdout"])["version"] == 46
     assert {"pyarrow.parquet", "dvtool.core.checkpoint"} <= set(run["modules"])
     assert _loaded(run["modules"], INSPECT_CHECKPOINT_FORBIDDEN) == []
+
+
+def _writable_copy(table: Path, tmp_path: Path) -> Path:
+    """A copy of `table` at tmp_path/T, for the commands that write."""
+    copy = tmp_path / "T"
+    shutil.copytree(table, copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "options", [[], ["--dry-run"], ["--mode", "cow"]], ids=["dv", "dry-run", "cow"]
+)
+def test_delete_where_imports_no_pandas(
+    small_dv_table: Path, tmp_path: Path, options: list[str]
+) -> None:
+    _writable_copy(small_dv_table, tmp_path)
+    where = "id IN (1, 4) OR name LIKE '%7'"  # rows 1, 4 and 7 (0, 3 and 6 already deleted)
+    run = _run_cli(["delete", "T", "--where", where, "--json", *options], tmp_path)
+    assert run["exit"] == 0
+    assert json.loads(run["stdout"])["metrics"]["numDeletedRows"] == 3
+    assert {"sqlglot", "pyarrow._acero", "pyarrow.parquet"} <= set(run["modules"])
+    assert _loaded(run["modules"], DELETE_FORBIDDEN) == []
+
+
+def test_optimize_purge_and_compaction_import_no_pandas(
+    small_dv_table: Path, tmp_path: Path
+) -> None:
+    table = _writable_copy(small_dv_table, tmp_path)
+    purge = _run_cli(["optimize", "T", "--purge", "--json"], tmp_path)
+    assert purge["exit"] == 0
+    assert json.loads(purge["stdout"])["metrics"]["numDeletionVectorRowsRemoved"] == 3
+    assert _loaded(purge["modules"], NEVER) == []
+
+    more = pa.table({"id": pa.array([8, 9], pa.int64()), "name": pa.array(["a", "b"])})
+    write_deltalake(str(table), more, mode="append")
+    compaction = _run_cli(["optimize", "T", "--json"], tmp_path)
+    assert compaction["exit"] == 0
+    (compacted,) = json.loads(compaction["stdout"])["bins"]
+    assert (len(compacted["inputs"]), compacted["input_rows"]) == (2, 7)
+    assert _loaded(compaction["modules"], NEVER) == []
 
 
 def test_forbidden_modules_are_detected(small_dv_table: Path) -> None:

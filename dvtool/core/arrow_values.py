@@ -23,6 +23,8 @@ ask, so the conversions of the commands go through here instead:
   chunks).
 - `infer_type(values)` is `pa.infer_type(values)` for values decoded from JSON (None, bool,
   int, float, str, list, dict); values of kinds no one type holds are `pa.ArrowInvalid`.
+- `as_py(scalar)` is `scalar.as_py()`: the other way, pyarrow asks too, for a timestamp with
+  a time zone or in nanoseconds (it returns a pandas Timestamp for nanoseconds).
 
 Everything else about the arrays is ordinary: they are validated by pyarrow when built.
 """
@@ -44,6 +46,7 @@ __all__ = [
     "FALSE",
     "TRUE",
     "array",
+    "as_py",
     "combined",
     "empty_table",
     "from_numpy",
@@ -88,6 +91,23 @@ class _TooLarge(Exception):
 def scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
     """`pa.scalar(value, typ)` without the pandas check (see the module docstring)."""
     return array([value], typ)[0]
+
+
+def as_py(value: pa.Scalar) -> Any:
+    """`value.as_py()` without the pandas check (see the module docstring).
+
+    A timestamp with a time zone in seconds to microseconds becomes the same aware datetime
+    pyarrow makes (the zone from `pa.lib.string_to_tzinfo`, as pyarrow's); other scalars,
+    nanosecond timestamps among them (a pandas Timestamp when pandas is installed), are left
+    to pyarrow."""
+    typ = value.type
+    if not (pa.types.is_timestamp(typ) and typ.tz is not None and typ.unit != "ns"):
+        return value.as_py()
+    if not value.is_valid:
+        return None
+    micros = value.value * (1_000_000 // _UNITS_PER_SECOND[typ.unit])
+    naive = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
+    return naive.replace(tzinfo=dt.timezone.utc).astimezone(pa.lib.string_to_tzinfo(typ.tz))
 
 
 def from_numpy(values: np.ndarray[Any, Any]) -> pa.Array:
@@ -354,10 +374,21 @@ def _decimal_bytes(value: Any, typ: pa.DataType, width: int) -> bytes:
     exact = decimal.Decimal(value)
     if not exact.is_finite():
         raise pa.ArrowInvalid(f"Cannot convert {value!r} to {typ}")
-    unscaled = exact.scaleb(typ.scale)
-    if unscaled != unscaled.to_integral_value():
-        raise pa.ArrowInvalid(f"Rescaling Decimal value {value} would cause data loss ({typ})")
-    number = int(unscaled)
+    # In integers: Decimal arithmetic would round to the context's 28 digits.
+    sign, digits, exponent = exact.as_tuple()
+    coefficient = int("".join(map(str, digits)))
+    shift = int(exponent) + typ.scale
+    if coefficient == 0:
+        number = 0
+    elif shift >= 0:
+        if len(digits) + shift > typ.precision:
+            raise pa.ArrowInvalid(f"Decimal value {value} does not fit in precision of {typ}")
+        number = coefficient * 10**shift
+    else:
+        number, dropped = divmod(coefficient, 10**-shift)
+        if dropped:
+            raise pa.ArrowInvalid(f"Rescaling Decimal value {value} would cause data loss ({typ})")
+    number = -number if sign else number
     if abs(number) >= 10**typ.precision:
         raise pa.ArrowInvalid(f"Decimal value {value} does not fit in precision of {typ}")
     return number.to_bytes(width, "little", signed=True)

@@ -22,7 +22,7 @@ from dvtool.core.row_tracking import MaterializedColumns
 from dvtool.core.schema import StructType
 from dvtool.data_files import WrittenFile
 
-if TYPE_CHECKING:  # only scans need it; sqlglot and acero cost ~0.1 s at start-up
+if TYPE_CHECKING:  # only scans need it; its sqlglot costs ~0.05 s at start-up
     from pyroaring import BitMap64  # the driver's row sets; executors never import it
 
     from dvtool.log.snapshot import Snapshot

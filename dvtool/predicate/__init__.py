@@ -12,7 +12,7 @@ Three visitors consume the tree:
   parquet row group's) rows satisfy the predicate, soundly, from partition values and
   statistics;
 - arrow.py: `to_arrow` gives a pyarrow compute expression over physical column names, with
-  Spark's semantics (NULLs included), to select the rows to delete;
+  Spark's semantics (NULLs included), and `filter` selects the rows to delete with it;
 - spark.py: `to_spark_sql` gives equivalent Spark SQL over logical names.
 
 The semantics are Spark 4's with its default ANSI mode and session time zone UTC, except that
@@ -137,6 +137,11 @@ class Predicate:
         if self._arrow is None:
             self._arrow = arrow.to_arrow_expression(self.expr)
         return self._arrow
+
+    def filter(self, table: pa.Table) -> pa.Table:
+        """The rows of `table` (columns by physical name) where the predicate is TRUE: what
+        `table.filter(self.to_arrow())` gives, without importing pandas (see arrow.py)."""
+        return arrow.filter_table(table, self.to_arrow())
 
     def to_spark_sql(self) -> str:
         """The predicate as Spark SQL over backquoted logical column names."""

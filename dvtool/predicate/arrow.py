@@ -13,6 +13,12 @@ where it is TRUE (`Table.filter` drops NULL). Beyond arrow's defaults this needs
 - every column reference cast to its table type, so partition columns materialized as
   `int64` or `large_string`, dictionary-encoded strings and INT96 (nanosecond) timestamps
   all compare correctly.
+
+Nothing here imports pandas, which pyarrow does (when it is installed, 0.1-0.2 s) the first
+time it converts a Python object: every constant is a pyarrow scalar built by
+`dvtool.core.arrow_values` (`casts.constant`), and expressions are evaluated by acero's
+compiled module `pyarrow._acero`, not by `pyarrow.acero` or `Table.filter(expression)`,
+which import `pyarrow.dataset`, whose import converts a Python `True`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyarrow import acero
 
+# Not `pyarrow.acero`: it imports pyarrow.dataset, and so pandas (see the module docstring).
+from pyarrow import _acero as acero
+
+from dvtool.core import arrow_values
 from dvtool.predicate import casts
-from dvtool.predicate.casts import null_of
+from dvtool.predicate.casts import FALSE, constant, null_of
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
@@ -152,7 +161,7 @@ def _null_safe_equal(a: pc.Expression, b: pc.Expression, floating: bool) -> pc.E
 
 def _nonzero(x: pc.Expression, t: SqlType) -> pc.Expression:
     """`x`, with zero replaced by NULL (so dividing by it gives NULL)."""
-    zero = pc.scalar(pa.scalar(0, to_arrow(t)))
+    zero = constant(0, to_arrow(t))
     return pc.if_else(pc.equal(x, zero), null_of(t), x)
 
 
@@ -160,8 +169,8 @@ def _remainder(a: pc.Expression, b: pc.Expression, t: SqlType) -> pc.Expression:
     """Integer `a % b` with the sign of `a` (Java's remainder); NULL when `b` is 0."""
     divisor = _nonzero(b, t)
     result = pc.subtract(a, pc.multiply(pc.divide(a, divisor), divisor))
-    minus_one = pc.scalar(pa.scalar(-1, to_arrow(t)))
-    zero = pc.scalar(pa.scalar(0, to_arrow(t)))
+    minus_one = constant(-1, to_arrow(t))
+    zero = constant(0, to_arrow(t))
     return pc.if_else(pc.equal(divisor, minus_one), zero, result)
 
 
@@ -177,7 +186,7 @@ def _wide_decimal_arith(node: Arith, a: pc.Expression, b: pc.Expression) -> pc.E
         result = pc.round(result, ndigits=t.scale, round_mode="half_towards_infinity")
     lo, hi = casts.integer_digit_limit(scale, t.precision - t.scale)
     fits = casts.decimal_between(result, scale, lo, hi)
-    missing = pc.scalar(pa.scalar(None, pa.decimal256(precision, scale)))
+    missing = constant(None, pa.decimal256(precision, scale))
     return pc.if_else(fits, result, missing).cast(to_arrow(t), safe=False)
 
 
@@ -189,7 +198,7 @@ class ArrowVisitor(Visitor[pc.Expression]):
         return field.cast(to_arrow(node.type), safe=False) if is_atomic(node.type) else field
 
     def visit_literal(self, node: Literal) -> pc.Expression:
-        return pc.scalar(pa.scalar(node.value, to_arrow(node.type)))
+        return constant(node.value, to_arrow(node.type))
 
     def visit_compare(self, node: Compare) -> pc.Expression:
         left, right = self.visit(node.left), self.visit(node.right)
@@ -219,7 +228,9 @@ class ArrowVisitor(Visitor[pc.Expression]):
         constants = [o.value for o in literals if o.value is not None]
         parts: list[pc.Expression] = []
         if constants and not floating:
-            value_set = pa.array(constants, to_arrow(node.value.type))
+            value_set = arrow_values.combined(
+                arrow_values.array(constants, to_arrow(node.value.type))
+            )
             parts.append(
                 pc.if_else(pc.is_valid(value), pc.is_in(value, value_set=value_set), _null_bool())
             )
@@ -237,7 +248,7 @@ class ArrowVisitor(Visitor[pc.Expression]):
     def visit_is_bool(self, node: IsBool) -> pc.Expression:
         child = self.visit(node.child)
         matches = child if node.value else pc.invert(child)
-        return pc.coalesce(matches, pc.scalar(False))
+        return pc.coalesce(matches, FALSE)
 
     def visit_like(self, node: Like) -> pc.Expression:
         regex = like_regex(node.pattern, node.escape)
@@ -310,7 +321,7 @@ class ArrowVisitor(Visitor[pc.Expression]):
 
     def _func_concat(self, node: Func) -> pc.Expression:
         args = [self.visit(a) for a in node.args]
-        return pc.binary_join_element_wise(*args, pc.scalar(""))
+        return pc.binary_join_element_wise(*args, constant("", pa.string()))
 
     def _func_coalesce(self, node: Func) -> pc.Expression:
         return pc.coalesce(*[self.visit(a) for a in node.args])
@@ -357,10 +368,22 @@ def evaluate(exprs: Sequence[pc.Expression], table: pa.Table) -> list[pa.Chunked
     return list(result.columns)
 
 
-_ONE_ROW = pa.table({"row": [0]})
+def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
+    """The rows of `table` where the boolean `expr` is TRUE (NULL drops the row).
+
+    Exactly what `table.filter(expr)` does (the same acero plan: a table source and a filter
+    node, on acero's threads), without the pandas import of `pyarrow.acero` (see the module
+    docstring)."""
+    source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table))
+    keep = acero.Declaration("filter", acero.FilterNodeOptions(expr))
+    result: pa.Table = acero.Declaration.from_sequence([source, keep]).to_table(use_threads=True)
+    return result
+
+
+_ONE_ROW = pa.Table.from_arrays([arrow_values.array([0], pa.int64())], names=["row"])
 
 
 def fold(expr: Expr) -> Literal:
     """Evaluate a tree without column references to the Literal it always yields."""
     (column,) = evaluate([to_arrow_expression(expr)], _ONE_ROW)
-    return Literal(column[0].as_py(), expr.type)
+    return Literal(arrow_values.as_py(column[0]), expr.type)

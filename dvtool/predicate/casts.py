@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
@@ -46,8 +48,8 @@ from dvtool.predicate.sqltypes import (
 
 CastFn = Callable[[pc.Expression, SqlType, SqlType], pc.Expression]
 
-_TRUE_STRINGS = pa.array(["t", "true", "y", "yes", "1"])
-_FALSE_STRINGS = pa.array(["f", "false", "n", "no", "0"])
+_TRUE_STRINGS = arrow_values.array(["t", "true", "y", "yes", "1"], pa.string())
+_FALSE_STRINGS = arrow_values.array(["f", "false", "n", "no", "0"], pa.string())
 _FLOAT_RE = r"^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?[df]?$|^[+-]?(inf|infinity|nan)$"
 _DECIMAL_TEXT_RE = r"^[+-]?(\d{1,20}(\.\d{0,18})?|\.\d{1,18})$"
 _INTEGER_TEXT_RE = r"^[+-]?\d{1,38}$"
@@ -58,9 +60,22 @@ _TS_RE = (
 _WIDE_DECIMAL = 76
 
 
+def constant(value: Any, typ: pa.DataType) -> pc.Expression:
+    """The constant `value` of arrow type `typ` as an expression operand.
+
+    Every constant of an expression is built here, from a pyarrow scalar made by
+    `dvtool.core.arrow_values`: pyarrow would convert a Python value (`pc.scalar(0)`,
+    `pc.equal(x, 0)`) through its pandas check, which imports pandas when installed."""
+    return pc.scalar(arrow_values.scalar(value, typ))
+
+
+TRUE = pc.scalar(arrow_values.TRUE)
+FALSE = pc.scalar(arrow_values.FALSE)
+
+
 def null_of(t: SqlType) -> pc.Expression:
     """A typed NULL constant."""
-    return pc.scalar(pa.scalar(None, to_arrow(t)))
+    return constant(None, to_arrow(t))
 
 
 def _where(condition: pc.Expression, value: pc.Expression, t: SqlType) -> pc.Expression:
@@ -81,7 +96,10 @@ def _trim(x: pc.Expression) -> pc.Expression:
 
 
 def _in_range(x: pc.Expression, lo: int, hi: int) -> pc.Expression:
-    return pc.and_kleene(pc.greater_equal(x, lo), pc.less_equal(x, hi))
+    """`lo <= x <= hi` for an integral `x`, the bounds as int64 (how pyarrow reads ints)."""
+    return pc.and_kleene(
+        pc.greater_equal(x, constant(lo, pa.int64())), pc.less_equal(x, constant(hi, pa.int64()))
+    )
 
 
 def decimal_between(
@@ -93,8 +111,8 @@ def decimal_between(
     x_wide = x.cast(wide)
     above, below = (pc.greater, pc.less) if strict else (pc.greater_equal, pc.less_equal)
     return pc.and_kleene(
-        above(x_wide, pc.scalar(pa.scalar(lo, wide))),
-        below(x_wide, pc.scalar(pa.scalar(hi, wide))),
+        above(x_wide, constant(lo, wide)),
+        below(x_wide, constant(hi, wide)),
     )
 
 
@@ -118,7 +136,10 @@ def _integral_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Ex
 def _floating_to_integral(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
     lo, hi = INTEGRAL_RANGE[dst]
     truncated = pc.trunc(x.cast(pa.float64()))
-    fits = pc.and_kleene(pc.greater_equal(truncated, float(lo)), pc.less(truncated, float(hi) + 1))
+    fits = pc.and_kleene(
+        pc.greater_equal(truncated, constant(float(lo), pa.float64())),
+        pc.less(truncated, constant(float(hi) + 1, pa.float64())),
+    )
     return _where(fits, truncated, DOUBLE).cast(to_arrow(dst), safe=False)
 
 
@@ -195,13 +216,13 @@ def _boolean_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expr
 
 
 def _number_to_boolean(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
-    return pc.not_equal(x, pc.scalar(pa.scalar(0, to_arrow(src))))
+    return pc.not_equal(x, constant(0, to_arrow(src)))
 
 
 def _string_to_boolean(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
     text = pc.utf8_lower(_trim(x))
-    is_false = _where(pc.is_in(text, value_set=_FALSE_STRINGS), pc.scalar(False), BOOLEAN)
-    return pc.if_else(pc.is_in(text, value_set=_TRUE_STRINGS), pc.scalar(True), is_false)
+    is_false = _where(pc.is_in(text, value_set=_FALSE_STRINGS), FALSE, BOOLEAN)
+    return pc.if_else(pc.is_in(text, value_set=_TRUE_STRINGS), TRUE, is_false)
 
 
 def _plain_cast(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:

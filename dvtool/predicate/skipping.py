@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dvtool.core import arrow_values
 from dvtool.errors import LogError
 from dvtool.predicate import arrow, casts
 from dvtool.predicate.sqltypes import STRING, SqlType, is_floating, is_integral, to_arrow
@@ -213,7 +214,7 @@ def _cast_bound(value: Any, src: SqlType, dst: SqlType) -> Any:
     try:
         if is_floating(src) and is_integral(dst):
             value, src = math.trunc(value), SqlType("bigint")
-        return pa.scalar(value, to_arrow(src)).cast(to_arrow(dst)).as_py()
+        return arrow_values.as_py(arrow_values.scalar(value, to_arrow(src)).cast(to_arrow(dst)))
     except (pa.ArrowException, OverflowError, ValueError, TypeError):
         return None
 
@@ -436,12 +437,19 @@ class Skipper:
     def _evaluate_partition(self, raw: dict[str, str | None]) -> PartitionRow:
         scalars = parse_partition_values(raw, self.partition_types)
         exact: dict[int, Any] = {
-            id(c): scalars[c.physical[0]].as_py() for c in self.partition_nodes
+            id(c): arrow_values.as_py(scalars[c.physical[0]]) for c in self.partition_nodes
         }
         if self.subtrees:
-            table = pa.table({name: pa.array([s.as_py()], s.type) for name, s in scalars.items()})
+            table = pa.Table.from_arrays(
+                [pa.repeat(s, 1) for s in scalars.values()], names=list(scalars)
+            )
             results = arrow.evaluate(self._subtree_exprs, table)
-            exact.update({id(s): r[0].as_py() for s, r in zip(self.subtrees, results, strict=True)})
+            exact.update(
+                {
+                    id(s): arrow_values.as_py(r[0])
+                    for s, r in zip(self.subtrees, results, strict=True)
+                }
+            )
         return PartitionRow(scalars, exact)
 
     def match(
@@ -464,7 +472,9 @@ def parse_partition_values(
     names = list(types)
     if not names:
         return {}
-    texts = pa.table({name: pa.array([raw.get(name) or None], pa.string()) for name in names})
+    texts = pa.Table.from_arrays(
+        [arrow_values.array([raw.get(name) or None], pa.string()) for name in names], names=names
+    )
     exprs = [casts.cast_expr(pc.field(name), STRING, types[name]) for name in names]
     parsed = arrow.evaluate(exprs, texts)
     out: dict[str, pa.Scalar] = {}

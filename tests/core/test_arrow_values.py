@@ -51,6 +51,10 @@ EXAMPLES: list[tuple[pa.DataType, list[Any]]] = [
     (pa.timestamp("s"), [dt.datetime(2024, 5, 1, 12, 0, 1)]),
     (pa.decimal128(5, 2), [decimal.Decimal("1.23"), None, decimal.Decimal("-999.99"), 7]),
     (pa.decimal256(60, 3), [decimal.Decimal("-1.5"), decimal.Decimal(10) ** 56]),
+    # more digits than the decimal module's default context (28) holds
+    (pa.decimal128(38, 0), [10**38 - 1, decimal.Decimal(-(10**38) + 1), decimal.Decimal("5E+37")]),
+    (pa.decimal128(38, 10), [decimal.Decimal("1234567890123456789012345678.9012345678")]),
+    (pa.decimal256(76, 38), [decimal.Decimal("-" + "9" * 38 + "." + "9" * 38), 10**37]),
     (pa.null(), [None, None]),
     (STRING_MAP, [{"a": "1"}, None, {}, {"b": None, "c": "x"}, [("k", "v")]]),
     (DV_TYPE, [None, {"storageType": "u", "offset": 1, "cardinality": 3, "maxRowIndex": 9}]),
@@ -118,6 +122,8 @@ def test_add_actions_convert_as_pyarrow_converts_them(adds: list[dict[str, Any]]
         (pa.date32(), dt.datetime(2024, 1, 1), pa.ArrowTypeError),
         (pa.decimal128(5, 2), decimal.Decimal("1.234"), pa.ArrowInvalid),
         (pa.decimal128(5, 2), decimal.Decimal("1234.5"), pa.ArrowInvalid),
+        (pa.decimal128(38, 2), decimal.Decimal("1." + "1" * 40), pa.ArrowInvalid),
+        (pa.decimal256(76, 0), 10**76, pa.ArrowInvalid),
         (pa.null(), 1, pa.ArrowInvalid),
     ],
 )
@@ -194,6 +200,17 @@ def test_combined_and_empty_table() -> None:
     assert av.empty_table(ADD_SCHEMA).equals(ADD_SCHEMA.empty_table())
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("tz", [None, "UTC", "Europe/Paris", "+07:30"])
+def test_as_py_equals_pyarrows(unit: str, tz: str | None) -> None:
+    values = pa.array([0, -1_234_567_891, 1_700_000_123, None], pa.int64())
+    for value in values.cast(pa.timestamp(unit, tz)):
+        got, expected = av.as_py(value), value.as_py()
+        assert got == expected and type(got) is type(expected)
+        assert getattr(got, "tzinfo", None) == getattr(expected, "tzinfo", None)
+    assert av.as_py(pa.array([1.5])[0]) == 1.5
+
+
 def test_never_imports_pandas() -> None:
     code = (
         "import sys, datetime, decimal\n"
@@ -206,6 +223,9 @@ def test_never_imports_pandas() -> None:
         "av.scalar(datetime.date(2024, 1, 1), pa.date32())\n"
         "av.scalar(decimal.Decimal('1.5'), pa.decimal128(3, 1))\n"
         "av.infer_type([{'a': [1]}]); av.combined(pa.chunked_array([], pa.int8()))\n"
+        "utc = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)\n"
+        "av.as_py(av.scalar(utc, pa.timestamp('us', 'UTC')))\n"
+        "av.as_py(av.scalar(5, pa.timestamp('ms', 'Europe/Paris')))\n"
         "print('pandas' in sys.modules)\n"
     )
     done = subprocess.run(
