@@ -8,7 +8,8 @@
   target size and each bin is rewritten as one file. Files that store variant columns
   differently (shredded or not, other shredding schemas) never share a bin.
 
-Rewrites run on an engine (in-process pyarrow or Spark); only this module commits. Adds and
+Planning (which files, which bins) is `dvtool.commands.optimize_plan`. Rewrites run on an
+engine (in-process pyarrow or Spark); only this module commits. Adds and
 removes carry `dataChange=false`: the rows of the table do not change. Large jobs commit in
 batches of bins, each batch its own transaction. If a concurrent commit removed or changed
 an input (a delete wrote a new DV on it), that batch is not committed and the files it wrote
@@ -21,63 +22,43 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
-from pyroaring import BitMap64
 
 from dvtool import faults
+from dvtool.commands import optimize_plan as plan
 from dvtool.commands.manifest import refresh_manifests_after_commit
+from dvtool.commands.optimize_plan import (
+    Bins,
+    Candidate,
+    OptimizeRequest,
+    PlannedBin,
+)
 from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
-from dvtool.core.commit import remove_for_add
+from dvtool.core.commit import remove_actions_for_adds
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
 from dvtool.core.features import require_writable
-from dvtool.core.file_layout import variant_columns
-from dvtool.data_files import WrittenFile, footer_column_types, footer_row_count
+from dvtool.data_files import WrittenFile
 from dvtool.dvstore import DVStore
-from dvtool.engines.base import Engine, RewriteBin, RewriteInput, TableLayout
+from dvtool.engines.base import Engine, RewriteBin, TableLayout
 from dvtool.errors import CommitConflictError, CommitOutcomeUnknownError, UsageError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
-from dvtool.log.table_root import require_inside_root
 from dvtool.log.writer import LogWriter, row_tracked, snapshot_commit_info
 
-if TYPE_CHECKING:  # imported only for --where: sqlglot and acero cost ~0.1 s at start-up
-    from dvtool.predicate import Predicate
+__all__ = [
+    "OptimizeRequest",
+    "OptimizeResult",
+    "PlannedBin",
+    "Progress",
+    "run_optimize",
+]
 
-DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
-COMPACTION_DELETED_RATIO = 0.05
 Progress = Callable[[int], Callable[[int], None]]
 EngineFactory = Callable[[int], Engine]
-
-
-@dataclass(frozen=True)
-class OptimizeRequest:
-    """What `dvtool optimize` was asked to do."""
-
-    purge: bool = False
-    min_deleted_ratio: float | None = None
-    target_size: int | None = None
-    where: str | None = None
-    dry_run: bool = False
-    batch_size: int | None = None
-
-
-@dataclass(frozen=True)
-class PlannedBin:
-    """One output file of the plan: its inputs and what the rewrite drops."""
-
-    directory: str
-    inputs: list[str]
-    input_bytes: int
-    input_rows: int
-    rows_dropped: int
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -94,21 +75,17 @@ class OptimizeResult:
     checkpoint_warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["bins"] = [b.to_json() for b in self.bins]
-        return out
-
-
-@dataclass
-class _Candidate:
-    index: int
-    row: dict[str, Any]
-    records: int
-    drop: BitMap64 | None
-
-    @property
-    def deleted(self) -> int:
-        return 0 if self.drop is None else len(self.drop)
+        """As `dataclasses.asdict` (same keys, same order), each bin converted once."""
+        return {
+            "operation": self.operation,
+            "read_version": self.read_version,
+            "dry_run": self.dry_run,
+            "engine": self.engine,
+            "versions": list(self.versions),
+            "bins": [b.to_json() for b in self.bins],
+            "metrics": dict(self.metrics),
+            "checkpoint_warnings": list(self.checkpoint_warnings),
+        }
 
 
 def run_optimize(
@@ -125,9 +102,9 @@ def run_optimize(
     require_writable(snapshot.protocol, snapshot.metadata, command, snapshot.schema)
     snapshot.require_paths_live_once(operation)
     store = DVStore(log.storage)
-    candidates = _candidates(log, snapshot, request, store)
-    bins = _bins(log, snapshot, request, candidates)
-    planned = [_planned(b, members) for b, members in bins]
+    candidates = plan.candidates(log, snapshot, request, store)
+    bins = plan.bins(log, snapshot, request, candidates)
+    planned = [plan.planned_bin(b, members) for b, members in bins]
     input_bytes = sum(p.input_bytes for p in planned)
     engine = engine_for(input_bytes)
     if request.dry_run or not bins:
@@ -150,176 +127,6 @@ def _check_request(request: OptimizeRequest) -> None:
         raise UsageError(f"--batch-size must be positive, not {request.batch_size}")
 
 
-# -- planning --------------------------------------------------------------------------------
-
-
-def _candidates(
-    log: DeltaLog, snapshot: Snapshot, request: OptimizeRequest, store: DVStore
-) -> list[_Candidate]:
-    where = _partition_filter(snapshot, request.where)
-    target = _target_size(snapshot, request)
-    columns = [
-        "path",
-        "partitionValues",
-        "size",
-        "numRecords",
-        "deletionVector",
-        "baseRowId",
-        "defaultRowCommitVersion",
-    ]
-    rows = snapshot.files.select(columns).to_pylist()
-    out = []
-    for index, row in enumerate(rows):
-        partitions = dict(row["partitionValues"] or [])
-        if where is not None and _excluded(where, partitions):
-            continue
-        dv = row["deletionVector"]
-        if not _wanted(request, row, dv, target):
-            continue
-        require_inside_root(log.storage, [row], "REORG" if request.purge else "OPTIMIZE")
-        records = row["numRecords"]
-        if records is None:
-            records = footer_row_count(log.storage, log.storage.resolve(row["path"]))
-        drop = None
-        if dv is not None:
-            descriptor = DeletionVectorDescriptor.from_json(dv)
-            drop = store.load(descriptor, data_file=row["path"], num_records=records)
-        candidate = _Candidate(index, row, records, drop)
-        if request.purge and not _purge_ratio_ok(request, candidate):
-            continue
-        if not request.purge and not _compaction_candidate(candidate, target):
-            continue
-        out.append(candidate)
-    return out
-
-
-def _wanted(request: OptimizeRequest, row: dict[str, Any], dv: Any, target: int) -> bool:
-    """Cheap pre-filter before any DV is read."""
-    if request.purge:
-        return dv is not None
-    return bool(row["size"] < target or dv is not None)
-
-
-def _purge_ratio_ok(request: OptimizeRequest, c: _Candidate) -> bool:
-    if request.min_deleted_ratio is None:
-        return True
-    ratio = c.deleted / c.records if c.records else 1.0
-    return ratio >= request.min_deleted_ratio
-
-
-def _compaction_candidate(c: _Candidate, target: int) -> bool:
-    ratio = c.deleted / c.records if c.records else 0.0
-    return bool(c.row["size"] < target or ratio > COMPACTION_DELETED_RATIO)
-
-
-def _excluded(where: Predicate, partitions: dict[str, Any]) -> bool:
-    """Whether the partition values prove that no row of the file matches `where`."""
-    from dvtool.predicate import Match
-
-    return where.file_match(partitions, None) is Match.NONE
-
-
-def _partition_filter(snapshot: Snapshot, where: str | None) -> Predicate | None:
-    if where is None:
-        return None
-    from dvtool.predicate import Predicate
-
-    predicate = Predicate.parse(
-        where, snapshot.schema, snapshot.metadata.partition_columns, snapshot.column_mapping_mode
-    )
-    if not predicate.references_only_partitions:
-        columns = ", ".join(snapshot.metadata.partition_columns) or "none (unpartitioned)"
-        raise UsageError(
-            "--where must only use partition columns for optimize",
-            hint=f"Partition columns: {columns}.",
-        )
-    return predicate
-
-
-def _target_size(snapshot: Snapshot, request: OptimizeRequest) -> int:
-    if request.target_size is not None:
-        return request.target_size
-    configured = snapshot.metadata.configuration.get("delta.targetFileSize")
-    try:
-        return int(configured) if configured else DEFAULT_TARGET_SIZE
-    except ValueError:
-        return DEFAULT_TARGET_SIZE
-
-
-def _bins(
-    log: DeltaLog, snapshot: Snapshot, request: OptimizeRequest, candidates: list[_Candidate]
-) -> list[tuple[RewriteBin, list[_Candidate]]]:
-    if request.purge:
-        return [_bin(log, [c]) for c in candidates]
-    target = _target_size(snapshot, request)
-    variants = sorted(variant_columns(snapshot.schema, snapshot.column_mapping_mode))
-    groups: dict[tuple[str, tuple[str, ...]], list[_Candidate]] = {}
-    for c in candidates:
-        layout = _variant_layout(log, c, variants)
-        groups.setdefault((_directory(log, c.row["path"]), layout), []).append(c)
-    out = []
-    for members in groups.values():
-        for group in _pack(sorted(members, key=lambda c: c.row["size"]), target):
-            if len(group) > 1 or group[0].drop is not None:
-                out.append(_bin(log, group))
-    return out
-
-
-def _variant_layout(log: DeltaLog, c: _Candidate, variants: Sequence[str]) -> tuple[str, ...]:
-    """How the file of `c` stores its variant columns (their parquet group types), read from
-    its footer. A rewrite copies variant values as stored, never re-encoding them, so only
-    files storing them alike (shredded the same way, or not at all) share a bin."""
-    if not variants:
-        return ()
-    return footer_column_types(log.storage, log.storage.resolve(c.row["path"]), variants)
-
-
-def _pack(members: list[_Candidate], target: int) -> list[list[_Candidate]]:
-    groups: list[list[_Candidate]] = []
-    current: list[_Candidate] = []
-    size = 0
-    for c in members:
-        if current and size + c.row["size"] > target:
-            groups.append(current)
-            current, size = [], 0
-        current.append(c)
-        size += c.row["size"]
-    if current:
-        groups.append(current)
-    return groups
-
-
-def _bin(log: DeltaLog, members: list[_Candidate]) -> tuple[RewriteBin, list[_Candidate]]:
-    inputs = tuple(
-        RewriteInput(
-            c.row["path"],
-            log.storage.resolve(c.row["path"]),
-            None if c.drop is None else bitmap_rows(c.drop),
-            c.row["baseRowId"],
-            c.row["defaultRowCommitVersion"],
-        )
-        for c in members
-    )
-    first = members[0].row
-    directory = _directory(log, first["path"])
-    return RewriteBin(inputs, directory, dict(first["partitionValues"] or [])), members
-
-
-def _directory(log: DeltaLog, path: str) -> str:
-    relative = log.storage.relative_to_root(log.storage.resolve(path)) or ""
-    return relative.rsplit("/", 1)[0] if "/" in relative else ""
-
-
-def _planned(b: RewriteBin, members: list[_Candidate]) -> PlannedBin:
-    return PlannedBin(
-        directory=b.directory,
-        inputs=[c.row["path"] for c in members],
-        input_bytes=sum(c.row["size"] for c in members),
-        input_rows=sum(c.records for c in members),
-        rows_dropped=sum(c.deleted for c in members),
-    )
-
-
 # -- execution -------------------------------------------------------------------------------
 
 
@@ -329,7 +136,7 @@ def _execute(
     request: OptimizeRequest,
     operation: str,
     engine: Engine,
-    bins: list[tuple[RewriteBin, list[_Candidate]]],
+    bins: Bins,
     planned: list[PlannedBin],
     progress: Progress | None,
 ) -> OptimizeResult:
@@ -379,25 +186,13 @@ def _commit_batch(
     snapshot: Snapshot,
     request: OptimizeRequest,
     operation: str,
-    batch: Sequence[tuple[RewriteBin, list[_Candidate]]],
+    batch: Sequence[tuple[RewriteBin, list[Candidate]]],
     written: Sequence[WrittenFile | None],
     planned: list[PlannedBin],
 ) -> tuple[int, list[str]]:
     now = int(time.time() * 1000)
-    actions: list[dict[str, Any]] = []
     members = [c for _, group in batch for c in group]
-    for (b, group), out in zip(batch, written, strict=True):
-        rows = arrow_values.array([c.index for c in group], pa.int64())
-        adds = snapshot.files.take(rows).to_pylist()
-        actions += [remove_for_add(add, now, data_change=False) for add in adds]
-        if out is not None:
-            actions.append(
-                out.add_action(
-                    b.partition_values,
-                    data_change=False,
-                    clustering_provider=_clustering_provider(request, adds),
-                )
-            )
+    actions = _file_actions(snapshot, request, batch, written, now)
     metrics = _metrics(planned, written, members)
     info = snapshot_commit_info(
         snapshot,
@@ -434,12 +229,42 @@ def _commit_batch(
     return result.version, [w for w in warnings if w]
 
 
-def _clustering_provider(request: OptimizeRequest, adds: Sequence[dict[str, Any]]) -> str | None:
-    """The `clusteringProvider` of a rewritten file: a 1:1 purge keeps its input's (the rows
-    and their order are unchanged); bin-packing output is not clustered by anyone, so it
-    claims no provider (PROTOCOL.md "Clustered Table")."""
-    if request.purge and len(adds) == 1:
-        provider = adds[0].get("clusteringProvider")
+def _file_actions(
+    snapshot: Snapshot,
+    request: OptimizeRequest,
+    batch: Sequence[tuple[RewriteBin, list[Candidate]]],
+    written: Sequence[WrittenFile | None],
+    now: int,
+) -> list[dict[str, Any]]:
+    """Per bin, the removes of its inputs, then the add of its new file (if it has rows).
+
+    The inputs' add rows are taken from the snapshot's file table in one `take` and their
+    removes built column-wise (`remove_actions_for_adds`), not one table row at a time.
+    """
+    members = [c.index for _, group in batch for c in group]
+    adds = snapshot.files.take(arrow_values.array(members, pa.int64()))
+    removes = remove_actions_for_adds(adds, now, data_change=False)
+    providers = adds.column("clusteringProvider").to_pylist()
+    actions: list[dict[str, Any]] = []
+    start = 0
+    for (b, group), out in zip(batch, written, strict=True):
+        end = start + len(group)
+        actions += removes[start:end]
+        if out is not None:
+            provider = _clustering_provider(request, providers[start:end])
+            actions.append(
+                out.add_action(b.partition_values, data_change=False, clustering_provider=provider)
+            )
+        start = end
+    return actions
+
+
+def _clustering_provider(request: OptimizeRequest, providers: Sequence[str | None]) -> str | None:
+    """The `clusteringProvider` of a rewritten file, given its inputs': a 1:1 purge keeps its
+    input's (the rows and their order are unchanged); bin-packing output is not clustered
+    by anyone, so it claims no provider (PROTOCOL.md "Clustered Table")."""
+    if request.purge and len(providers) == 1:
+        provider = providers[0]
         return str(provider) if provider else None
     return None
 
@@ -454,7 +279,7 @@ def _parameters(request: OptimizeRequest, operation: str) -> dict[str, Any]:
 def _metrics(
     planned: Sequence[PlannedBin],
     written: Sequence[WrittenFile | None],
-    removed: Sequence[_Candidate],
+    removed: Sequence[Candidate],
 ) -> dict[str, int]:
     """Delta's OPTIMIZE/REORG operationMetrics, plus rows dropped."""
     sizes = sorted(w.size for w in written if w is not None)

@@ -165,6 +165,10 @@ class LogWriter:
         The commitInfo of `actions` must carry `txnId == txn_id`: that is how a commit whose
         outcome was unknown is recognised as ours when the log is read back.
         """
+        return self._commit(version, _dicts(actions), txn_id)
+
+    def _commit(self, version: int, actions: list[dict[str, Any]], txn_id: str) -> CommitResult:
+        """`commit` of actions this writer owns (copied once): the result holds them as is."""
         info = commit_info_of(actions)
         if info is None or info.get("txnId") != txn_id:
             raise ValueError(f"the commit's commitInfo must carry txnId {txn_id!r}")
@@ -185,13 +189,13 @@ class LogWriter:
                     self._sleep(Backoff().delay(attempt, self._rng))
                     continue
                 if is_our_commit(winner, txn_id):
-                    return CommitResult(version, txn_id, recovered=True, actions=_dicts(actions))
+                    return CommitResult(version, txn_id, recovered=True, actions=actions)
                 raise CommitRace(version, winner) from None
             if created:
-                return CommitResult(version, txn_id, actions=_dicts(actions))
+                return CommitResult(version, txn_id, actions=actions)
             winner = self.read_commit(version)
             if is_our_commit(winner, txn_id):
-                return CommitResult(version, txn_id, recovered=True, actions=_dicts(actions))
+                return CommitResult(version, txn_id, recovered=True, actions=actions)
             raise CommitRace(version, winner)
         raise AssertionError("unreachable")
 
@@ -246,14 +250,14 @@ class LogWriter:
         txn_id = _txn_id(current)
         for attempt in range(1, max_tries + 1):
             try:
-                result = self.commit(version, current, txn_id)
+                result = self._commit(version, current, txn_id)
             except CommitRace as race:
                 new = [race.winner] if race.winner is not None else []
                 new += self._commits_from(version + 1)
                 for winner in new:
                     if is_our_commit(winner, txn_id):
                         result = CommitResult(
-                            winner.version, txn_id, recovered=True, actions=_dicts(current)
+                            winner.version, txn_id, recovered=True, actions=current
                         )
                         return self._finish(result, attempt, winners, metadata, checkpoint)
                 conflict = check_winners(read_set, new)
