@@ -881,3 +881,15 @@ def test_decimal_literals_compare_with_doubles_at_their_nearest_value(text: str)
 
 
 X_DOUBLE = {"type": "struct", "fields": [{"name": "x", "type": "double", "nullable": True}]}
+
+
+@pytest.mark.parametrize(("scale", "digits"), [(0, 37), (2, 36), (0, 38), (10, 28)])
+def test_decimal_cast_bounds_are_exact_beyond_28_digits(scale: int, digits: int) -> None:
+    """The integer-digit range of a DECIMAL cast, exactly (decimal's default context has 28)."""
+    from decimal import Decimal
+
+    from dvtool.predicate.casts import integer_digit_limit
+
+    lo, hi = integer_digit_limit(scale, digits)
+    exact = Decimal("9" * digits + ("." + "9" * scale if scale else ""))  # parsed exactly
+    assert (lo, hi) == (-exact, exact)

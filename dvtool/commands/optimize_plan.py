@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from dvtool.core import arrow_values
+from dvtool.core.byte_size import parse_byte_size
 from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
 from dvtool.core.file_layout import variant_columns
 from dvtool.data_files import footer_column_types, footer_row_count
@@ -212,14 +213,20 @@ def _partition_filter(snapshot: Snapshot, where: str | None) -> Predicate | None
 
 
 def _target_size(snapshot: Snapshot, request: OptimizeRequest) -> int:
-    """`--target-size`, else `delta.targetFileSize`, else 256 MiB."""
+    """`--target-size`, else `delta.targetFileSize` (bytes or units), else 256 MiB."""
     if request.target_size is not None:
         return request.target_size
     configured = snapshot.metadata.configuration.get("delta.targetFileSize")
-    try:
-        return int(configured) if configured else DEFAULT_TARGET_SIZE
-    except ValueError:
+    if not configured:
         return DEFAULT_TARGET_SIZE
+    try:
+        size = parse_byte_size(configured)  # bytes or units, e.g. 134217728 or 128mb
+    except ValueError as e:
+        raise UsageError(
+            f"the table property delta.targetFileSize: {e}",
+            hint="Pass --target-size SIZE, or set the property to a size such as 128mb.",
+        ) from None
+    return size if size > 0 else DEFAULT_TARGET_SIZE
 
 
 def bins(

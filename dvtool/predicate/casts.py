@@ -21,7 +21,7 @@ to decimal are not supported at all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 import pyarrow as pa
@@ -117,8 +117,13 @@ def decimal_between(
 
 
 def integer_digit_limit(scale: int, digits: int) -> tuple[Decimal, Decimal]:
-    """The range of values with at most `digits` integer digits, at scale `scale`."""
-    bound = Decimal(10) ** digits - Decimal(1).scaleb(-scale)
+    """The range of values with at most `digits` integer digits, at scale `scale`.
+
+    Computed exactly: decimal's default context keeps 28 digits, fewer than DECIMAL(38, s).
+    """
+    with localcontext() as exact:
+        exact.prec = 100
+        bound = Decimal(10) ** digits - Decimal(1).scaleb(-scale)
     return -bound, bound
 
 

@@ -667,6 +667,31 @@ def test_compaction_target_size_controls_bins(tmp_path: Path) -> None:
     assert files_per_partition(configured) == {"a": 5, "b": 5}
 
 
+@pytest.mark.parametrize("spelling", ["{kib}kb", "{kib}KiB", "{kib}k", "{bytes}"])
+def test_target_file_size_property_with_units(tmp_path: Path, spelling: str) -> None:
+    """delta.targetFileSize as Databricks documents it ("128mb"): the same bins as the same
+    size given in bytes to --target-size."""
+    reference = tmp_path / "reference"
+    small_files_table(reference)
+    kib = max(a["size"] for a in live_adds(reference).values()) * 5 // 2 // 1024 + 1
+    configured = tmp_path / "configured"
+    text = spelling.format(kib=kib, bytes=kib * 1024)
+    small_files_table(configured, configuration={"delta.targetFileSize": text})
+    by_property = optimize(configured, dry_run=True)
+    by_option = optimize(reference, target_size=kib * 1024, dry_run=True)
+    assert [len(b.inputs) for b in by_property.bins] == [len(b.inputs) for b in by_option.bins]
+    assert by_property.bins
+
+
+def test_target_file_size_property_that_is_no_size_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    small_files_table(table, configuration={"delta.targetFileSize": "big"})
+    hashes = tree_hashes(table)
+    result = run_cli("optimize", table)
+    assert result.exit_code == 2 and "delta.targetFileSize" in result.output
+    assert tree_hashes(table) == hashes
+
+
 def test_compaction_picks_files_with_more_than_5_percent_deleted(tmp_path: Path) -> None:
     table = tmp_path / "t"
     rows = dv_table(table, 3, 40)
