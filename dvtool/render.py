@@ -132,6 +132,8 @@ class Renderer:
         if s.partition_columns:
             c.print(f"partitioned by {', '.join(s.partition_columns)}")
         c.print(self._counts(s))
+        if s.configuration:
+            c.print(self._properties(s.configuration))
         c.print(self._schema(s))
         c.print(self._histogram(s.deleted_ratio_histogram))
 
@@ -158,6 +160,14 @@ class Renderer:
             rows.append(("files without stats", f"{s.files_without_stats:,} ({exact})"))
         for what, value in rows:
             t.add_row(what, value)
+        return t
+
+    def _properties(self, configuration: dict[str, str]) -> Table:
+        t = _table(title="Table properties", show_header=False, title_justify="left")
+        t.add_column("property")
+        t.add_column("value", overflow="fold")
+        for key in sorted(configuration):
+            t.add_row(_escape(key), _escape(configuration[key]))
         return t
 
     def _schema(self, s: TableSummary) -> Table:

@@ -362,7 +362,9 @@ def test_history_n_newest_first_matches_commit_info() -> None:
         info = _commit_info(table, e["version"])
         assert e["operation"] == info["operation"]
         assert e["operation_parameters"] == info.get("operationParameters", {})
-        assert e["operation_metrics"] == info.get("operationMetrics", {})
+        metrics = info.get("operationMetrics", {})
+        assert metrics and all(isinstance(v, str) for v in metrics.values())  # as Spark logs them
+        assert e["operation_metrics"] == {k: int(v) for k, v in metrics.items()}  # numbers
         assert e["engine_info"] == info.get("engineInfo")
         mtime_ms = _commit_path(table, e["version"]).stat().st_mtime * 1000
         assert e["timestamp"] == pytest.approx(mtime_ms, abs=1)

@@ -61,3 +61,12 @@ def test_narrow_terminal_history_is_one_block_per_commit(tmp_path: Path) -> None
 def test_wide_terminal_history_is_a_table(tmp_path: Path) -> None:
     text = _rendered_history(_table_with_long_history(tmp_path), 200)
     assert "┃ version" in text and max(map(len, text.splitlines())) <= 200
+
+
+def test_human_inspect_shows_the_table_properties() -> None:
+    result = run("inspect", GOLDEN / SMALL)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    start = lines.index("Table properties")
+    block = "\n".join(lines[start : start + 6])
+    assert "delta.enableDeletionVectors" in block and "true" in block

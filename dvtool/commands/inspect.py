@@ -6,6 +6,7 @@ CLI decides how to show it. The default summary is `dvtool.commands.inspect_summ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -151,9 +152,23 @@ def _history_entry(record: CommitRecord) -> HistoryEntry:
         timestamp=record.timestamp_ms,
         operation=info.get("operation"),
         operation_parameters=dict(info.get("operationParameters") or {}),
-        operation_metrics=dict(info.get("operationMetrics") or {}),
+        operation_metrics={k: _metric(v) for k, v in (info.get("operationMetrics") or {}).items()},
         engine_info=info.get("engineInfo"),
     )
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
+def _metric(value: Any) -> Any:
+    """An operation metric as a number: Delta writers log them as strings ("12", "0.5")."""
+    if isinstance(value, str):
+        if _INTEGER.fullmatch(value):
+            return int(value)
+        if _DECIMAL.fullmatch(value):
+            return float(value)
+    return value
 
 
 # -- verify ----------------------------------------------------------------------------------

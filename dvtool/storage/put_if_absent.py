@@ -83,6 +83,6 @@ def _refuse_unsafe(location: str, problem: str, *, allowed: bool) -> None:
         raise StorageError(
             f"cannot commit safely to {location}: the backend cannot create files "
             f"exclusively ({problem})",
-            hint="Upgrade the backend package, or allow unsafe single-writer commits "
-            "if no other process writes this table.",
+            hint="Upgrade the backend package (s3fs 2024.12+ with botocore 1.35.21+, "
+            "gcsfs 2024.12+, adlfs 2025.8+): dvtool commits only with conditional writes.",
         )

@@ -458,7 +458,8 @@ def test_history_newest_first_with_limits() -> None:
         info = next(a["commitInfo"] for a in _actions(table, h.version) if "commitInfo" in a)
         assert h.operation == info["operation"]
         assert h.operation_parameters == info.get("operationParameters", {})
-        assert h.operation_metrics == info.get("operationMetrics", {})
+        metrics = info.get("operationMetrics", {})
+        assert h.operation_metrics == {k: int(v) for k, v in metrics.items()}  # numbers
         assert h.engine_info == info.get("engineInfo")
     assert [h.version for h in history(log, 3)] == [latest, latest - 1, latest - 2]
     assert len(history(log, 1000)) == latest + 1
@@ -629,3 +630,21 @@ def test_load_snapshot_by_timestamp(tmp_path: Path) -> None:
 def test_index_versions_match_deltalake() -> None:
     for name, (version, _) in INDEX.items():
         assert _deltalake_version(GOLDEN / name) == version, name
+
+
+def test_history_metrics_are_numbers_where_they_are_numbers() -> None:
+    """Delta writers log metrics as strings; --history gives numbers, other text unchanged."""
+    from dvtool.commands.inspect import _history_entry
+    from dvtool.log.reader import CommitRecord
+
+    metrics = {"a": "12", "b": "-3", "c": "0.25", "d": "1.5e3", "e": "n/a", "f": "1_000", "g": 7}
+    entry = _history_entry(CommitRecord(0, 1, {"operationMetrics": metrics}))
+    assert entry.operation_metrics == {
+        "a": 12,
+        "b": -3,
+        "c": 0.25,
+        "d": 1500.0,
+        "e": "n/a",
+        "f": "1_000",
+        "g": 7,
+    }
