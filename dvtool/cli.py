@@ -180,6 +180,21 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(fn)
 
 
+def limit_option(fn: F) -> F:
+    """`--limit N`: the most rows a human listing shows; the command receives `limit`
+    (None for all)."""
+    return click.option(
+        "--limit",
+        type=click.IntRange(min=0),
+        default=20,
+        show_default=True,
+        callback=lambda _ctx, _param, value: value or None,
+        metavar="N",
+        help="Human output lists at most N files, then says how many more (0: all). "
+        "--json always lists all.",
+    )(fn)
+
+
 class DvtoolGroup(click.Group):
     """Runs subcommands and turns errors into messages, exit codes and JSON error objects.
 
@@ -289,7 +304,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 @table_options
 @click.option("--version", "version", type=click.IntRange(min=0), help="Read this version.")
 @click.option("--timestamp", type=TimestampParam(), help="Read the version as of this time.")
-@click.option("--files", is_flag=True, help="List every live file with its DV.")
+@click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
 @click.option(
     "--history",
     type=click.IntRange(min=1),
@@ -315,6 +330,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     help="Read parquet footers of files whose stats lack numRecords, for exact row counts.",
 )
 @json_option
+@limit_option
 def inspect(
     log: DeltaLog,
     version: int | None,
@@ -325,6 +341,7 @@ def inspect(
     checks: Sequence[str],
     count_rows: bool,
     as_json: bool,
+    limit: int | None,
 ) -> None:
     """Show a table, its files, its deletion vectors and their health."""
     from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
@@ -338,8 +355,9 @@ def inspect(
         verify=verify,
         checks=tuple(parse_check(c) for c in checks),
         count_rows=count_rows,
+        files_limit=None if as_json else limit,
     )
-    renderer = Renderer(as_json)
+    renderer = Renderer(as_json, limit=limit)
     with renderer.progress("verifying") as progress:
         result = run_inspect(log, request, progress)
     renderer.inspect(result)
@@ -371,6 +389,7 @@ def enable(log: DeltaLog, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @engine_options
 @json_option
+@limit_option
 def delete(
     log: DeltaLog,
     where: str,
@@ -378,12 +397,13 @@ def delete(
     dry_run: bool,
     engine_for: EngineFactory,
     as_json: bool,
+    limit: int | None,
 ) -> None:
     """Delete the rows matching --where (merge-on-read with deletion vectors)."""
     from dvtool.commands.delete import DeleteRequest, run_delete
     from dvtool.render import Renderer
 
-    renderer = Renderer(as_json)
+    renderer = Renderer(as_json, limit=limit)
     with renderer.progress("scanning") as progress:
         result = run_delete(
             log,
@@ -422,6 +442,7 @@ def delete(
 )
 @engine_options
 @json_option
+@limit_option
 def optimize(
     log: DeltaLog,
     purge: bool,
@@ -432,12 +453,13 @@ def optimize(
     batch_size: int | None,
     engine_for: EngineFactory,
     as_json: bool,
+    limit: int | None,
 ) -> None:
     """Purge DVs by rewriting files (--purge), or compact small files."""
     from dvtool.commands.optimize import OptimizeRequest, run_optimize
     from dvtool.render import Renderer
 
-    renderer = Renderer(as_json)
+    renderer = Renderer(as_json, limit=limit)
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run, batch_size)
     with renderer.progress("rewriting") as progress:
         result = run_optimize(log, request, engine_for, progress)
@@ -468,6 +490,7 @@ def optimize(
     "versions (time travel) and writers that have not committed yet may lose files.",
 )
 @json_option
+@limit_option
 def vacuum(
     log: DeltaLog,
     retain: str | None,
@@ -475,13 +498,14 @@ def vacuum(
     lite: bool,
     force: bool,
     as_json: bool,
+    limit: int | None,
 ) -> None:
     """Delete files the table no longer needs (data, DV and change data files)."""
     from dvtool.commands.vacuum import VacuumRequest, parse_duration, run_vacuum
     from dvtool.render import Renderer
 
     retain_ms = parse_duration(retain) if retain is not None else None
-    renderer = Renderer(as_json)
+    renderer = Renderer(as_json, limit=limit)
     with renderer.progress("deleting") as progress:
         result = run_vacuum(log, VacuumRequest(retain_ms, dry_run, lite, force), progress)
     renderer.vacuum(result)

@@ -11,9 +11,10 @@ command's start-up should not pay for it.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +39,21 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
 
 _HISTOGRAM_WIDTH = 40
 _LISTED_FILES = 20
+# A listing aligns its columns to the widths of its first rows, then streams the rest.
+_ALIGNED_ROWS = 1000
 
 
 class Renderer:
     """Draws results for a terminal (rich) or as one JSON document."""
 
-    def __init__(self, as_json: bool = False, console: Console | None = None) -> None:
+    def __init__(
+        self, as_json: bool = False, console: Console | None = None, limit: int | None = 20
+    ) -> None:
+        """`limit`: the most rows a human listing shows (None: all); JSON lists all."""
         self.as_json = as_json
         self._console = console
         self._err: Console | None = None
+        self.limit = limit
 
     @property
     def console(self) -> Console:
@@ -109,7 +116,8 @@ class Renderer:
         if result.summary is not None:
             self._summary(result.summary)
         if result.files is not None:
-            self._files(result.files)
+            total = result.summary.num_files if result.summary else len(result.files)
+            self._files(result.files, total)
         if result.history is not None:
             self._history(result.history)
         if result.verify is not None:
@@ -194,29 +202,50 @@ class Renderer:
             t.add_row(b["bucket"], f"{b['files']:,}", "[cyan]" + "█" * width + "[/]")
         return t
 
-    def _files(self, files: Sequence[FileEntry]) -> None:
-        t = _table(title="Live files", title_justify="left")
-        for name in ("path", "partition", "size", "records", "deleted", "ratio", "DV", "DV file"):
-            t.add_column(
-                name,
-                justify="right" if name in ("size", "records", "deleted") else "left",
-                # Paths fold onto more lines instead of being cut to "part-000…".
-                overflow="fold" if name in ("path", "partition", "DV file") else "ellipsis",
-            )
-        for f in files:
-            parts = ", ".join(f"{k}={v}" for k, v in f.partition_values.items())
-            ratio = "" if f.deleted_ratio is None else f"{f.deleted_ratio:.1%}"
-            t.add_row(
-                _escape(f.path),
-                _escape(parts),
+    def _files(self, files: Sequence[FileEntry], total: int) -> None:
+        rows = (
+            (
                 _bytes(f.size),
                 "?" if f.num_records is None else f"{f.num_records:,}",
                 f"{f.deleted_rows:,}",
-                ratio,
-                f.dv_storage or "",
-                _escape(f.dv_location or ""),
+                "" if f.deleted_ratio is None else f"{f.deleted_ratio:.1%}",
+                f.dv_storage or "-",
+                f.path
+                + "".join(f"  {k}={v}" for k, v in f.partition_values.items())
+                + (f"  dv={f.dv_location}" if f.dv_location else ""),
             )
-        self.console.print(t)
+            for f in files
+        )
+        header = ("size", "records", "deleted", "ratio", "DV", "path  [partition]  [dv=DV file]")
+        self._listing("Live files", header, rows, total, "files")
+
+    def _listing(
+        self,
+        title: str,
+        header: Sequence[str],
+        rows: Iterable[Sequence[str]],
+        total: int,
+        noun: str,
+    ) -> None:
+        """Rows as plain aligned lines, written as they come (a listing of 300,000 files
+        never becomes one table in memory): every column but the last right-aligned to the
+        widths of the first rows, the last as wide as it is. At most `limit` rows, then one
+        line saying how many were left out."""
+        shown = rows if self.limit is None else itertools.islice(rows, self.limit)
+        out = self.console.file
+        self.console.print(f"[bold]{_escape(title)}[/]")
+        first = list(itertools.islice(shown, _ALIGNED_ROWS))
+        widths = [max(len(r[i]) for r in [header, *first]) for i in range(len(header) - 1)]
+        count = 0
+        for row in itertools.chain([header], first, shown):
+            cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=False)]
+            out.write("  ".join([*cells, row[-1]]) + "\n")
+            count += 1
+        left = total - (count - 1)
+        if left > 0:
+            self.console.print(
+                f"... {left:,} more {noun}; use --json or --limit 0 to list them all"
+            )
 
     def _history(self, entries: Sequence[HistoryEntry]) -> None:
         if self.console.is_terminal and self.console.width < _NARROW:
@@ -290,20 +319,25 @@ class Renderer:
             c.print(f"no rows matched at version {result.read_version}: nothing committed")
         else:
             c.print(f"committed version [bold]{result.version}[/] ({result.mode} mode)")
+        if result.dry_run and result.changes:
+            rows = (
+                (
+                    f"{ch.deleted_rows:,}",
+                    "?" if ch.num_records is None else f"{ch.num_records:,}",
+                    ch.action,
+                    "scanned" if ch.read else "from stats",
+                    ch.path,
+                )
+                for ch in result.changes
+            )
+            header = ("rows deleted", "records", "action", "read", "path")
+            self._listing("Plan", header, rows, len(result.changes), "files")
+        # The totals come last, after any listing, where a log's reader looks.
         c.print(
             f"files: {result.files_skipped:,} skipped, {result.files_scanned:,} scanned, "
             f"{len(result.changes):,} changed; rows deleted: {m['numDeletedRows']:,}"
         )
-        if result.dry_run and result.changes:
-            t = _table(title="Plan", title_justify="left")
-            for name in ("path", "action", "rows deleted", "records", "read"):
-                t.add_column(name, overflow="fold")
-            for ch in result.changes:
-                records = "?" if ch.num_records is None else f"{ch.num_records:,}"
-                read = "scanned" if ch.read else "from stats"
-                t.add_row(_escape(ch.path), ch.action, f"{ch.deleted_rows:,}", records, read)
-            c.print(t)
-        elif not result.dry_run and result.version is not None:
+        if not result.dry_run and result.version is not None:
             shown = ", ".join(f"{k}={v}" for k, v in m.items() if v)
             c.print(f"metrics: {shown}", soft_wrap=True)
         for warning in (result.checkpoint_warning, result.manifest_warning):
@@ -329,18 +363,19 @@ class Renderer:
             c.print(
                 f"[bold]dry run[/] against version {result.read_version} ({result.engine}): " + plan
             )
-            t = _table(title="Plan", title_justify="left")
-            for name in ("directory", "inputs", "bytes", "rows", "rows dropped"):
-                t.add_column(name, overflow="fold")
-            for b in result.bins:
-                t.add_row(
-                    _escape(b.directory or "/"),
+            plan_rows = (
+                (
                     f"{len(b.inputs):,}",
                     _bytes(b.input_bytes),
                     f"{b.input_rows:,}",
                     f"{b.rows_dropped:,}",
+                    b.directory or "/",
                 )
-            c.print(t)
+                for b in result.bins
+            )
+            header = ("inputs", "bytes", "rows", "rows dropped", "directory")
+            self._listing("Plan", header, plan_rows, len(result.bins), "new files")
+            c.print(plan)
         elif not result.versions:
             verb = "purge" if result.operation == "REORG" else "compact"
             c.print(f"nothing to {verb} at version {result.read_version}: nothing committed")
@@ -377,12 +412,9 @@ class Renderer:
         if result.dry_run:
             c.print("[bold]dry run[/]: " + plan, soft_wrap=True)
             if result.files:
-                t = _table(title="Files to delete", title_justify="left")
-                for name in ("path", "size", "reason"):
-                    t.add_column(name, overflow="fold")
-                for f in result.files:
-                    t.add_row(_escape(f.path), _bytes(f.size), f.reason)
-                c.print(t)
+                rows = ((_bytes(f.size), f.reason, f.path) for f in result.files)
+                header = ("size", "reason", "path")
+                self._listing("Files to delete", header, rows, len(result.files), "files")
         else:
             c.print(plan, soft_wrap=True)
             c.print(

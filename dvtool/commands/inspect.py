@@ -76,10 +76,12 @@ class FileEntry:
 _DV_KIND = {"u": "file", "i": "inline", "p": "absolute"}
 
 
-def list_files(snapshot: Snapshot, store: DVStore) -> list[FileEntry]:
-    """Every live file with partition values (logical names), counts and DV location."""
+def list_files(snapshot: Snapshot, store: DVStore, limit: int | None = None) -> list[FileEntry]:
+    """The live files (the first `limit`, or all) with partition values (logical names),
+    counts and DV location."""
     logical = _logical_partition_names(snapshot)
-    columns = snapshot.files.select(
+    files = snapshot.files if limit is None else snapshot.files.slice(0, limit)
+    columns = files.select(
         ["path", "partitionValues", "size", "numRecords", "deletionVector"]
     ).to_pydict()
     entries = []
@@ -356,6 +358,8 @@ class InspectRequest:
     verify: bool = False
     checks: tuple[tuple[str, float], ...] = ()
     count_rows: bool = False
+    files_limit: int | None = None
+    """With `files`: list only the first N live files (None: all), for human output."""
 
 
 @dataclass(frozen=True)
@@ -406,7 +410,7 @@ def run_inspect(
     if request.files:
         from dvtool.dvstore import DVStore
 
-        files = list_files(snapshot, DVStore(log.storage))
+        files = list_files(snapshot, DVStore(log.storage), request.files_limit)
     hist = history(log, request.history) if request.history is not None else None
     report = None
     if request.verify:
