@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,6 +18,8 @@ import click
 
 from dvtool import __version__
 from dvtool.errors import DvtoolError, UsageError, exit_code_of
+
+COMPLETE_VAR = "_DVTOOL_COMPLETE"  # as dvtool.shell_completion, without importing it
 
 if TYPE_CHECKING:
     from dvtool.engines.base import Engine
@@ -89,7 +92,8 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         metavar="KEY=VALUE",
         help="Option for the storage backend (credentials, endpoint_url, ...). Repeatable.",
     )(opened)
-    return click.argument("table")(wrapped)
+    # A Path completes as a local path in every shell; URIs (s3://...) pass unchanged.
+    return click.argument("table", type=click.Path())(wrapped)
 
 
 def engine_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -582,4 +586,8 @@ def downgrade(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `dvtool` console script and `python -m dvtool`."""
+    if COMPLETE_VAR in os.environ:  # a shell asks for completions (completions/)
+        from dvtool.shell_completion import register
+
+        register()
     cli.main(args=argv, prog_name="dvtool")

@@ -12,16 +12,18 @@ from pathlib import Path
 from click.shell_completion import get_completion_class
 
 from dvtool.cli import cli
+from dvtool.shell_completion import COMPLETE_VAR, register
 
 SHELLS = {"bash": "dvtool.bash", "zsh": "_dvtool", "fish": "dvtool.fish"}
 
 
 def completion_script(shell: str) -> str:
     """The completion script click generates for `shell`."""
+    register()
     cls = get_completion_class(shell)
     if cls is None:
         raise ValueError(f"click has no completion for {shell}")
-    return cls(cli, {}, "dvtool", "_DVTOOL_COMPLETE").source()
+    return cls(cli, {}, "dvtool", COMPLETE_VAR).source()
 
 
 def main(out_dir: Path) -> None:

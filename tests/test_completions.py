@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,3 +24,34 @@ def test_completion_script_is_current(shell: str) -> None:
     shipped = (ROOT / "completions" / gen.SHELLS[shell]).read_text()
     assert shipped == gen.completion_script(shell), "run: python scripts/gen_completions.py"
     assert "_DVTOOL_COMPLETE" in shipped
+
+
+def _complete(shell: str, words: str, current: str) -> list[str]:
+    """What dvtool answers a `shell` completion request (as the shipped scripts ask)."""
+    env = {
+        **os.environ,
+        "_DVTOOL_COMPLETE": f"{shell}_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": current,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "dvtool"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize(("shell", "current"), [("bash", "2"), ("zsh", "3"), ("fish", "")])
+def test_table_completes_as_a_path(shell: str, current: str) -> None:
+    answers = _complete(shell, "dvtool inspect ", current)
+    assert answers and answers[0].startswith("file"), answers
+
+
+def test_fish_keeps_whole_descriptions() -> None:
+    """click's fish script cut a description at its first comma; ours splits only once."""
+    shipped = (ROOT / "completions" / "dvtool.fish").read_text()
+    assert '(string split -m 1 "," $completion)' in shipped
+    answers = _complete("fish", "dvtool delete x --", "--")
+    storage = next(a for a in answers if a.startswith("plain,--storage-option"))
+    value_and_help = storage.split(",", 1)[1]  # what the shipped script does
+    assert value_and_help.endswith("(credentials, endpoint_url, ...). Repeatable.")

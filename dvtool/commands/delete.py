@@ -9,7 +9,8 @@
    as possible; the commit removes the old (path, DV) and re-adds the path with the new DV.
    A file whose rows are all deleted is only removed. Without `delta.enableDeletionVectors`
    (or with `--mode cow`) touched files are rewritten without the rows instead, with
-   `_change_data` files when the change data feed is on.
+   `_change_data` files when the change data feed is on. (`dvtool.commands.delete_write`:
+   the files written and the commit's file actions.)
 4. Commit: optimistic, put-if-absent; a concurrent commit that conflicts makes the delete
    re-plan from the new snapshot (the predicate is re-evaluated), up to a bound. Files
    written by an abandoned attempt are deleted again.
@@ -21,25 +22,21 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pyarrow as pa
 from pyroaring import BitMap64
 
-from dvtool import faults
+from dvtool.commands.delete_write import Touched, write_files
 from dvtool.commands.manifest import refresh_manifests_after_commit
-from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
-from dvtool.core.commit import add_action_from_row, remove_for_add
 from dvtool.core.conflicts import ReadSet
-from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
+from dvtool.core.deletion_vector import DeletionVectorDescriptor
 from dvtool.core.features import deletion_vectors_supported, require_writable
 from dvtool.data_files import footer_row_count
-from dvtool.dvstore import DVStore
+from dvtool.dvstore import DVStore, WrittenDVFile
 from dvtool.engines.arrow import ArrowEngine
-from dvtool.engines.base import Engine, RewriteBin, RewriteInput, ScanFile, TableLayout
-from dvtool.engines.rewrite import write_change_data
+from dvtool.engines.base import Engine, ScanFile, TableLayout
 from dvtool.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
@@ -78,7 +75,15 @@ class FileChange:
     read: bool  # False when the plan removed the file from partition values or stats alone
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """As `dataclasses.asdict` (same keys, same order), without its deep copies."""
+        return {
+            "path": self.path,
+            "action": self.action,
+            "deleted_rows": self.deleted_rows,
+            "num_records": self.num_records,
+            "had_dv": self.had_dv,
+            "read": self.read,
+        }
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,23 @@ class DeleteResult:
     manifest_warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "changes"}
-        out["files"] = [c.to_json() for c in self.changes]
-        return out
+        """The fields as `dataclasses.asdict` has them, `changes` last as `files`.
+
+        Built field by field: `asdict` deep-copies every change, which a delete of thousands
+        of files pays for twice (once here, once in `c.to_json()`)."""
+        return {
+            "version": self.version,
+            "read_version": self.read_version,
+            "dry_run": self.dry_run,
+            "mode": self.mode,
+            "files_skipped": self.files_skipped,
+            "files_scanned": self.files_scanned,
+            "metrics": dict(self.metrics),
+            "attempts": self.attempts,
+            "checkpoint_warning": self.checkpoint_warning,
+            "manifest_warning": self.manifest_warning,
+            "files": [c.to_json() for c in self.changes],
+        }
 
 
 @dataclass
@@ -112,15 +131,6 @@ class _Plan:
     skipped: int = 0
     whole: list[int] = field(default_factory=list)
     scan: list[int] = field(default_factory=list)
-
-
-@dataclass
-class _Touched:
-    index: int
-    new_rows: BitMap64
-    old_rows: BitMap64 | None
-    num_records: int
-    read: bool
 
 
 def run_delete(
@@ -147,12 +157,8 @@ def run_delete(
             if attempt == MAX_REPLANS:
                 raise
             continue
-        return _with_attempts(result, attempt)
+        return replace(result, attempts=attempt)
     raise AssertionError("unreachable")
-
-
-def _with_attempts(result: DeleteResult, attempts: int) -> DeleteResult:
-    return DeleteResult(**{**asdict(result), "changes": result.changes, "attempts": attempts})
 
 
 # -- planning --------------------------------------------------------------------------------
@@ -182,22 +188,18 @@ def _plan(snapshot: Snapshot, request: DeleteRequest) -> _Plan:
     return plan
 
 
-class _JsonNumber(str):
-    """The text of a non-integral JSON number, written back verbatim by `_stats_json`."""
+def _stats(text: str | None) -> dict[str, Any] | None:
+    """The parsed `stats` of an add, for skipping; None when missing or unreadable.
 
-
-def _stats(text: str | None, *, verbatim: bool = False) -> dict[str, Any] | None:
-    """The parsed `stats` of an add; None when missing or unreadable.
-
-    For skipping (the default) non-integral numbers are floats: writers such as delta-rs
-    store decimal statistics as rounded JSON doubles (12345678901234567.81 is written as
-    1.2345678901234568e+16), and only floats are widened by the skipping code into sound
-    bounds. `verbatim` keeps their text (`_JsonNumber`), to re-serialize the stats unchanged.
+    Non-integral numbers are floats: writers such as delta-rs store decimal statistics as
+    rounded JSON doubles (12345678901234567.81 is written as 1.2345678901234568e+16), and only
+    floats are widened by the skipping code into sound bounds. (The stats the delete writes
+    keep their text: `delete_write.widened_stats`.)
     """
     if not text:
         return None
     try:
-        parsed = json.loads(text, parse_float=_JsonNumber) if verbatim else json.loads(text)
+        parsed = json.loads(text)
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
@@ -249,7 +251,7 @@ def _execute(
     return _commit(log, plan, touched, changes, store, engine, scan_ms, started)
 
 
-def _whole_files(log: DeltaLog, plan: _Plan, store: DVStore) -> list[_Touched]:
+def _whole_files(log: DeltaLog, plan: _Plan, store: DVStore) -> list[Touched]:
     out = []
     for index in plan.whole:
         row = plan.rows[index]
@@ -261,7 +263,7 @@ def _whole_files(log: DeltaLog, plan: _Plan, store: DVStore) -> list[_Touched]:
         remaining.add_range(0, records)
         if old is not None:
             remaining -= old
-        out.append(_Touched(index, remaining, old, records, read=False))
+        out.append(Touched(index, remaining, old, records, read=False))
     return out
 
 
@@ -271,7 +273,7 @@ def _scan(
     store: DVStore,
     engine: Engine,
     progress: Progress | None,
-) -> list[_Touched]:
+) -> list[Touched]:
     files: list[ScanFile] = []
     records: list[int] = []
     olds: list[BitMap64 | None] = []
@@ -287,11 +289,11 @@ def _scan(
         olds.append(old)
     if not files:
         return []
-    layout = _layout(log, plan.snapshot)
+    layout = TableLayout.of(log.storage, plan.snapshot)
     advance = progress(len(files)) if progress else None
     matches = engine.find_matches(layout, files, plan.predicate, advance)
     return [
-        _Touched(index, new, old, n, read=True)
+        Touched(index, new, old, n, read=True)
         for index, new, old, n in zip(plan.scan, matches, olds, records, strict=True)
         if len(new)
     ]
@@ -305,7 +307,7 @@ def _old_rows(store: DVStore, row: dict[str, Any], records: int) -> BitMap64 | N
     return store.load(descriptor, data_file=row["path"], num_records=records)
 
 
-def _change(plan: _Plan, t: _Touched) -> FileChange:
+def _change(plan: _Plan, t: Touched) -> FileChange:
     row = plan.rows[t.index]
     old = len(t.old_rows) if t.old_rows is not None else 0
     everything = old + len(t.new_rows) >= t.num_records
@@ -321,7 +323,7 @@ def _change(plan: _Plan, t: _Touched) -> FileChange:
 def _commit(
     log: DeltaLog,
     plan: _Plan,
-    touched: Sequence[_Touched],
+    touched: Sequence[Touched],
     changes: Sequence[FileChange],
     store: DVStore,
     engine: Engine,
@@ -330,47 +332,30 @@ def _commit(
 ) -> DeleteResult:
     snapshot = plan.snapshot
     now = int(time.time() * 1000)
-    adds_table = snapshot.files
     written: list[str] = []
-    actions: list[dict[str, Any]] = []
     rewrite_started = time.monotonic()
-    dv_touched = [(t, c) for t, c in zip(touched, changes, strict=True) if c.action == "dv"]
-    cow_touched = [(t, c) for t, c in zip(touched, changes, strict=True) if c.action == "rewrite"]
     try:
-        prefix = _random_prefix_length(snapshot)
-        bitmaps = [_merged(t) for t, _ in dv_touched]
-        descriptors, dv_files = store.write(bitmaps, prefix_length=prefix) if bitmaps else ([], [])
-        written += [f.location for f in dv_files]
-        for (t, _), descriptor in zip(dv_touched, descriptors, strict=True):
-            add_row = adds_table.slice(t.index, 1).to_pylist()[0]
-            actions.append(remove_for_add(add_row, now))
-            actions.append(_add_with_dv(add_row, descriptor, t.num_records))
-        for t, c in zip(touched, changes, strict=True):
-            if c.action == "remove":
-                actions.append(remove_for_add(adds_table.slice(t.index, 1).to_pylist()[0], now))
-        added_files, added_bytes, copied, change_files = _rewrite(
-            log, plan, cow_touched, engine, actions, written, now
+        by_action = _by_action(touched, changes)
+        actions, dv_files, rewritten = write_files(
+            log.storage, snapshot, by_action, store, engine, written, now
         )
-        if change_files:
-            change_files += _removed_change_data(log, plan, touched, changes, actions, written)
         rewrite_ms = int((time.monotonic() - rewrite_started) * 1000)
         metrics = _metrics(plan, changes, scan_ms, rewrite_ms, actions, dv_files)
         metrics.update(
-            numAddedFiles=added_files,
-            numAddedBytes=added_bytes,
-            numCopiedRows=copied,
-            numAddedChangeFiles=change_files,
+            numAddedFiles=rewritten.added_files,
+            numAddedBytes=rewritten.added_bytes,
+            numCopiedRows=rewritten.copied_rows,
+            numAddedChangeFiles=rewritten.change_files,
+            executionTimeMs=int((time.monotonic() - started) * 1000),
         )
-        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
-        txn = str(uuid.uuid4())
         info = snapshot_commit_info(
             snapshot,
             "DELETE",
             {"predicate": [plan.predicate.to_spark_sql()]},
             metrics,
-            txn_id=txn,
+            txn_id=str(uuid.uuid4()),
             now_ms=now,
-            copies_rows=bool(cow_touched),
+            copies_rows=any(c.action == "rewrite" for c in changes),
         )
         commit_actions = [info, *actions]
         read_set = ReadSet.for_actions(
@@ -408,151 +393,14 @@ def _commit(
     )
 
 
-def _merged(t: _Touched) -> BitMap64:
-    merged = BitMap64(t.new_rows)
-    if t.old_rows is not None:
-        merged |= t.old_rows
-    return merged
-
-
-def _add_with_dv(
-    row: dict[str, Any], descriptor: DeletionVectorDescriptor, num_records: int
-) -> dict[str, Any]:
-    """The re-added file: the original add with the new DV and widened stats."""
-    action = add_action_from_row(row, data_change=True)
-    body = action["add"]
-    body["deletionVector"] = descriptor.to_json()
-    stats = _stats(body.get("stats"), verbatim=True) or {}
-    stats["numRecords"] = num_records
-    stats["tightBounds"] = False
-    body["stats"] = _stats_json(
-        {"numRecords": num_records, **{k: v for k, v in stats.items() if k != "numRecords"}}
-    )
-    return action
-
-
-def _stats_json(value: object) -> str:
-    """Compact JSON in which numbers parsed as `_JsonNumber` keep their exact text.
-
-    Converting them to float or Decimal and back would change them: a float rounds exact
-    decimal bounds (12345678901234567.81 becomes 12345678901234568), and a Decimal turns a
-    rounded double such as 1.2345678901234568e+16 into an integer that readers then take
-    as exact. Either way a min rounded up or a max rounded down makes readers (and later
-    deletes) skip files that hold matching rows, or remove whole files wrongly.
-    """
-    if isinstance(value, _JsonNumber):
-        return str(value)
-    if isinstance(value, dict):
-        items = (f"{json.dumps(str(k))}:{_stats_json(v)}" for k, v in value.items())
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_stats_json(v) for v in value) + "]"
-    return json.dumps(value)
-
-
-def _rewrite(
-    log: DeltaLog,
-    plan: _Plan,
-    touched: Sequence[tuple[_Touched, FileChange]],
-    engine: Engine,
-    actions: list[dict[str, Any]],
-    written: list[str],
-    now: int,
-) -> tuple[int, int, int, int]:
-    """Copy-on-write: the engine rewrites each touched file without its deleted rows.
-
-    With the change data feed on, the deleted rows also go to `_change_data` files (written
-    in-process: they are the few rows the delete matched).
-    """
-    if not touched:
-        return 0, 0, 0, 0
-    snapshot = plan.snapshot
-    layout = _layout(log, snapshot)
-    config = snapshot.metadata.configuration
-    cdf = config.get("delta.enableChangeDataFeed", "").lower() == "true"
-    rows = arrow_values.array([t.index for t, _ in touched], pa.int64())
-    add_rows = snapshot.files.take(rows).to_pylist()
-    bins = [
-        _rewrite_bin(log, add_row, _merged(t))
-        for (t, _), add_row in zip(touched, add_rows, strict=True)
-    ]
-    outputs = engine.rewrite(layout, config, bins)
-    written.extend(out.location for out in outputs if out is not None)
-    faults.reached("data-files-written")
-    added = added_bytes = copied = change_files = 0
-    for (t, _), add_row, out in zip(touched, add_rows, outputs, strict=True):
-        actions.append(remove_for_add(add_row, now))
-        if out is not None:
-            # No `clusteringProvider`: PROTOCOL.md sets it only "when a clustering
-            # implementation clusters files", and Delta Spark's DELETE rewrites (plain file
-            # writes) claim none; it used to be copied from the input here.
-            actions.append(out.add_action(dict(add_row["partitionValues"] or []), data_change=True))
-            added += 1
-            added_bytes += out.size
-            copied += out.num_records
-        if cdf and len(t.new_rows):
-            cdc_action, location = write_change_data(layout, add_row, bitmap_rows(t.new_rows))
-            written.append(location)
-            actions.append(cdc_action)
-            change_files += 1
-    return added, added_bytes, copied, change_files
-
-
-def _rewrite_bin(log: DeltaLog, add_row: dict[str, Any], drop: BitMap64) -> RewriteBin:
-    location = log.storage.resolve(add_row["path"])
-    relative = log.storage.relative_to_root(location) or ""
-    directory = relative.rsplit("/", 1)[0] if "/" in relative else ""
-    partitions = dict(add_row["partitionValues"] or [])
-    source = RewriteInput(
-        add_row["path"],
-        location,
-        bitmap_rows(drop),
-        add_row.get("baseRowId"),
-        add_row.get("defaultRowCommitVersion"),
-    )
-    return RewriteBin((source,), directory, partitions)
-
-
-def _removed_change_data(
-    log: DeltaLog,
-    plan: _Plan,
-    touched: Sequence[_Touched],
-    changes: Sequence[FileChange],
-    actions: list[dict[str, Any]],
-    written: list[str],
-) -> int:
-    """Change data for the files removed whole, when the commit carries change data anyway.
-
-    A change data feed reader takes the `cdc` files of a commit that has any as its whole
-    change set, so the rows of files removed without a rewrite must be written there too.
-    (A commit without `cdc` files needs none: readers derive the deleted rows from its
-    removed files and their DVs.)
-    """
-    layout = _layout(log, plan.snapshot)
-    count = 0
+def _by_action(
+    touched: Sequence[Touched], changes: Sequence[FileChange]
+) -> dict[str, list[Touched]]:
+    """The touched files by what the delete does to them (`FileChange.action`), in order."""
+    by_action: dict[str, list[Touched]] = {"dv": [], "remove": [], "rewrite": []}
     for t, c in zip(touched, changes, strict=True):
-        if c.action != "remove" or not len(t.new_rows):
-            continue
-        add_row = plan.snapshot.files.slice(t.index, 1).to_pylist()[0]
-        action, location = write_change_data(layout, add_row, bitmap_rows(t.new_rows))
-        written.append(location)
-        actions.append(action)
-        count += 1
-    return count
-
-
-def _layout(log: DeltaLog, snapshot: Snapshot) -> TableLayout:
-    return TableLayout.of(log.storage, snapshot)
-
-
-def _random_prefix_length(snapshot: Snapshot) -> int:
-    config = snapshot.metadata.configuration
-    if config.get("delta.randomizeFilePrefixes", "").lower() != "true":
-        return 0
-    try:
-        return max(1, int(config.get("delta.randomPrefixLength", "2")))
-    except ValueError:
-        return 2
+        by_action[c.action].append(t)
+    return by_action
 
 
 def _key(row: dict[str, Any]) -> tuple[str, str | None]:
@@ -570,7 +418,7 @@ def _metrics(
     scan_ms: int,
     rewrite_ms: int,
     actions: Sequence[dict[str, Any]],
-    dv_files: Sequence[Any],
+    dv_files: Sequence[WrittenDVFile],
 ) -> dict[str, int]:
     """Delta's DELETE metrics (operationMetrics of the commit)."""
     removed = [c for c in changes if c.action in ("remove", "rewrite")]
