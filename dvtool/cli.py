@@ -90,7 +90,9 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         "storage_options",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Option for the storage backend (credentials, endpoint_url, ...). Repeatable.",
+        help="Storage backend option: delta-rs/object_store keys (AWS_REGION, "
+        "AWS_ENDPOINT_URL, GOOGLE_SERVICE_ACCOUNT, ...) or the backend's own (endpoint_url, "
+        '...); see README "Storage options". Repeatable.',
     )(opened)
     # A Path completes as a local path in every shell; URIs (s3://...) pass unchanged.
     return click.argument("table", type=click.Path())(wrapped)

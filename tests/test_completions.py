@@ -54,4 +54,5 @@ def test_fish_keeps_whole_descriptions() -> None:
     answers = _complete("fish", "dvtool delete x --", "--")
     storage = next(a for a in answers if a.startswith("plain,--storage-option"))
     value_and_help = storage.split(",", 1)[1]  # what the shipped script does
-    assert value_and_help.endswith("(credentials, endpoint_url, ...). Repeatable.")
+    assert value_and_help.endswith('see README "Storage options". Repeatable.')
+    assert "AWS_REGION, AWS_ENDPOINT_URL" in value_and_help

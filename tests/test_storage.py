@@ -110,7 +110,7 @@ class TestLocations:
         assert f"pip install {package}" in str(caught.value)
 
     def test_storage_options_booleans(self) -> None:
-        options = _fsspec_options({"anon": "true", "use_ssl": "False", "key": "k"})
+        options = _fsspec_options("s3", {"anon": "true", "use_ssl": "False", "key": "k"})
         assert options == {"anon": True, "use_ssl": False, "key": "k"}
 
     def test_join_and_relative_to_root(self, storage: Storage) -> None:

@@ -13,13 +13,19 @@ start-up). Its contract, which the rest of dvtool relies on and tests check poin
   an absolute POSIX path on local disk and `scheme://bucket/key` elsewhere (the scheme and
   bucket spelling of the root are kept). fsspec's own path form stays inside this package.
   [`locations`; the conversions to and from fsspec's paths are `table_storage`'s]
-  `options` (the CLI's `--storage-option KEY=VALUE`) go to fsspec unchanged, except that
-  the values `true` and `false` become booleans; environment variables are read by the
+  `options` (the CLI's `--storage-option KEY=VALUE`) are resolved into the backend's
+  keyword arguments: object_store's and delta-rs's keys (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+  `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_KEY`, ..., any letter case) by one
+  documented table (README "Storage options"), the keys of delta-rs's own commit protocol
+  accepted and ignored; otherwise the explicit parameters of the installed backend class's
+  constructor, values converted by their type. Any other key, a value of the wrong type,
+  two keys setting one argument differently, or a value the backend refuses when it is set
+  up is a `UsageError` naming the key, never a crash; environment variables are read by the
   backends as usual. A local root with options opens fsspec's local filesystem, which takes
-  them; without, `LocalFiles`, which answers as fsspec's does (entries, errors, ranges). A
-  backend package that is not installed (s3fs, gcsfs, adlfs) or an unknown scheme is a
-  `StorageError` saying what to install or which schemes work.
-  [`backends`, `local_files`]
+  them (`auto_mkdir`); without, `LocalFiles`, which answers as fsspec's does (entries,
+  errors, ranges). A backend package that is not installed (s3fs, gcsfs, adlfs) is a
+  `StorageError` saying what to install, an unknown scheme a `UsageError` saying which
+  schemes work. [`backends`, `storage_options`, `storage_option_keys`, `local_files`]
 - Path decoding. Paths in the Delta log are RFC 2396 URIs and are percent-decoded exactly
   once: a relative path is joined to the root, an absolute URI (`s3://...`) is kept as a
   location (`file:` URIs become local paths), an absolute POSIX path is kept. A literal `%25`

@@ -8,9 +8,12 @@ parquet file, write a new file, stat it, delete it, and the location arithmetic 
 `StorageError` naming the location). It never commits: commits, DVs and listings stay on
 the driver's `Storage`.
 
-The table's storage options (`--storage-option`, fsspec's names) are mapped to pyarrow's
-(`arrow_filesystem_options`) on the driver before any job starts, so an option pyarrow has
-no equivalent for is a `UsageError` there, not a failure on every executor. Credentials the
+The table's storage options (`--storage-option`, as the user gave them) are resolved as for
+fsspec (`storage_options`: object_store's keys such as `AWS_REGION` become s3fs's
+arguments) and those mapped to pyarrow's (`arrow_filesystem_options`: s3fs's `key` to
+`access_key`, its region to `region`, `endpoint_url` to `endpoint_override` and `scheme`,
+...). This is checked on the driver before any job starts, so an option pyarrow has no
+equivalent for is a `UsageError` there, not a failure on every executor. Credentials the
 options do not give come from where pyarrow's backends look (environment variables, the
 instance profile), as for fsspec's backends.
 """
@@ -37,6 +40,7 @@ from dvtool.storage.locations import (
     resolve_log_path,
     scheme_of,
 )
+from dvtool.storage.storage_options import storage_option_settings
 
 __all__ = ["ArrowStorage", "arrow_filesystem_options"]
 
@@ -51,19 +55,23 @@ _PROTOCOLS = {
     "abfss": "abfs",
     "az": "abfs",
 }
-_TRUE = ("true", "1", "yes")
+# adlfs's arguments that pyarrow's AzureFileSystem takes under the same name.
+_AZURE_SAME_NAMES = frozenset(
+    {"account_name", "account_key", "sas_token", "client_id", "client_secret", "tenant_id"}
+)
 
 
-def arrow_filesystem_options(protocol: str, options: Mapping[str, str]) -> dict[str, Any]:
+def arrow_filesystem_options(protocol: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of pyarrow's filesystem for `protocol` from dvtool's storage
-    options (fsspec's names); UsageError naming an option pyarrow cannot take."""
+    options (resolved as for fsspec: `storage_options`); UsageError naming an option
+    pyarrow cannot take."""
     out: dict[str, Any] = {}
-    for key, value in options.items():
-        mapped = _map_option(protocol, key, value)
+    for setting in storage_option_settings(protocol, options):
+        mapped = _arrow_argument(protocol, setting.path, setting.value)
         if mapped is None:
             raise UsageError(
-                f"--storage-option {key} cannot be passed to the Spark executors, which "
-                "reach the table through pyarrow's filesystems",
+                f"--storage-option {setting.option} cannot be passed to the Spark executors, "
+                "which reach the table through pyarrow's filesystems",
                 hint="Give the executors their credentials through the environment (or the "
                 "instance profile), or use --engine arrow.",
             )
@@ -71,36 +79,50 @@ def arrow_filesystem_options(protocol: str, options: Mapping[str, str]) -> dict[
     return out
 
 
-def _map_option(protocol: str, key: str, value: str) -> dict[str, Any] | None:
+def _arrow_argument(protocol: str, path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
+    """pyarrow's arguments for one fsspec backend argument, or None if it has none."""
     if protocol == "s3":
-        return _s3_option(key, value)
+        return _s3_argument(path, value)
     if protocol == "gs":
-        # gcsfs's `token` names a credential source; only anonymous access maps to pyarrow.
-        anonymous = (key == "token" and value == "anon") or (key == "anon" and value in _TRUE)
-        return {"anonymous": True} if anonymous else None
+        if path == ("token",):
+            # gcsfs's token names a credential source (a key file, a JSON key): only
+            # anonymous access maps; pyarrow finds key files through the environment.
+            return {"anonymous": True} if value == "anon" else None
+        if path == ("project",):
+            return {"project_id": value}
+        return _endpoint(value) if path == ("endpoint_url",) else None
     if protocol == "abfs":
-        names = {"account_name": "account_name", "account_key": "account_key"}
-        return {names[key]: value} if key in names else None
+        return {path[0]: value} if len(path) == 1 and path[0] in _AZURE_SAME_NAMES else None
+    if protocol == "file":
+        return {} if path == ("auto_mkdir",) else None  # local writes make their directories
     return None
 
 
-def _s3_option(key: str, value: str) -> dict[str, Any] | None:
-    if key == "key":
-        return {"access_key": value}
-    if key == "secret":
-        return {"secret_key": value}
-    if key == "token":
-        return {"session_token": value}
-    if key in ("region", "region_name", "client_kwargs.region_name"):
-        return {"region": value}
-    if key == "anon":
-        return {"anonymous": value.lower() in _TRUE}
-    if key == "endpoint_url":
-        parts = urlsplit(value)
-        if not parts.scheme:
-            return {"endpoint_override": value}
-        return {"endpoint_override": parts.netloc, "scheme": parts.scheme}
+def _s3_argument(path: tuple[str, ...], value: Any) -> dict[str, Any] | None:
+    """pyarrow's S3FileSystem arguments for one of s3fs's."""
+    names = {
+        ("key",): "access_key",
+        ("secret",): "secret_key",
+        ("token",): "session_token",
+        ("client_kwargs", "region_name"): "region",
+    }
+    if path in names:
+        return {names[path]: value}
+    if path == ("anon",):
+        return {"anonymous": bool(value)}  # a boolean: `anon` is a flag of the rules
+    if path == ("endpoint_url",):
+        return _endpoint(value)
+    if path == ("config_kwargs", "s3", "addressing_style"):
+        return {"force_virtual_addressing": True} if value == "virtual" else {}
     return None
+
+
+def _endpoint(url: str) -> dict[str, Any]:
+    """pyarrow's `endpoint_override` (host[:port]) and `scheme` of an endpoint URL."""
+    parts = urlsplit(url)
+    if not parts.scheme:
+        return {"endpoint_override": url}
+    return {"endpoint_override": parts.netloc, "scheme": parts.scheme}
 
 
 class ArrowStorage:
@@ -200,6 +222,15 @@ class ArrowStorage:
 
     def _make_filesystem(self) -> pafs.FileSystem:
         kwargs = arrow_filesystem_options(self.protocol, self.options)
+        try:
+            return self._new_filesystem(kwargs)
+        except (TypeError, ValueError) as exc:  # e.g. an executor's pyarrow without sas_token
+            raise StorageError(
+                f"pyarrow {pa.__version__} cannot open {self.root} with the storage options "
+                f"given ({', '.join(self.options)}): {one_line(exc)}"
+            ) from exc
+
+    def _new_filesystem(self, kwargs: dict[str, Any]) -> pafs.FileSystem:
         if self._local:
             return pafs.LocalFileSystem()
         if self.protocol == "s3":

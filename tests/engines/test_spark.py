@@ -327,6 +327,9 @@ def test_paths_map_to_hadoop_and_back(tmp_path: Path) -> None:
     assert hadoop_path("az://c/k", {"account_name": "acct"}) == (
         "abfss://c@acct.dfs.core.windows.net/k"
     )
+    assert hadoop_path("az://c/k", {"AZURE_STORAGE_ACCOUNT_NAME": "acct"}) == (
+        "abfss://c@acct.dfs.core.windows.net/k"
+    )
     with pytest.raises(Exception, match="account_name"):
         hadoop_path("abfs://c/k")
     with pytest.raises(Exception, match="memory"):

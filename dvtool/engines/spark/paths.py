@@ -60,7 +60,10 @@ def hadoop_path(location: str, options: Mapping[str, Any] | None = None) -> str:
     if scheme in ("abfs", "abfss", "az"):
         authority, slash, path = rest.partition("/")
         if "@" not in authority:
-            account = (options or {}).get("account_name")
+            from dvtool.storage.storage_options import resolve_storage_options
+
+            # Any spelling of the account (AZURE_STORAGE_ACCOUNT_NAME, account_name, ...).
+            account = resolve_storage_options("abfs", options or {}).get("account_name")
             if not account:
                 raise UsageError(
                     f"the Spark engine reads {location} as abfss://{authority}@ACCOUNT"
