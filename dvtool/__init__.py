@@ -3,10 +3,17 @@
 The command line is `dvtool` (or `python -m dvtool`). The Python API (`dvtool.api`, loaded on
 first use so that `import dvtool` stays cheap and starts nothing):
 
+- `dvtool.inspect(table, *, version=None, timestamp=None, files=False, history=None,
+  verify=False, checks=None, count_rows=False, storage_options=None) -> InspectResult`
+- `dvtool.enable(table, *, storage_options=None) -> EnableResult`
 - `dvtool.delete(table, where, *, mode="auto", dry_run=False, spark=None,
   storage_options=None) -> DeleteResult`
 - `dvtool.optimize(table, *, purge=False, min_deleted_ratio=None, target_size=None,
   where=None, dry_run=False, spark=None, storage_options=None) -> OptimizeResult`
+- `dvtool.vacuum(table, *, retain=None, dry_run=False, lite=False, force=False,
+  storage_options=None) -> VacuumResult`
+
+Every result has `to_dict()`: the document `dvtool COMMAND --json` prints.
 
 `spark=` runs them on an existing SparkSession (classic or Spark Connect), which dvtool
 leaves running. Errors are `DvtoolError` subclasses.
@@ -18,20 +25,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dvtool.api import delete, optimize
+    from dvtool.api import delete, enable, inspect, optimize, vacuum
     from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.enable import EnableResult
+    from dvtool.commands.inspect import InspectResult
     from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.vacuum import VacuumResult
     from dvtool.errors import DvtoolError
 
 __version__ = "0.1.0"
-__all__ = ["DeleteResult", "DvtoolError", "OptimizeResult", "__version__", "delete", "optimize"]
+__all__ = [
+    "DeleteResult",
+    "DvtoolError",
+    "EnableResult",
+    "InspectResult",
+    "OptimizeResult",
+    "VacuumResult",
+    "__version__",
+    "delete",
+    "enable",
+    "inspect",
+    "optimize",
+    "vacuum",
+]
 
 # Loaded on first access (module `__getattr__`): no pyarrow, fsspec or pyspark at import.
 _HOMES = {
     "delete": "dvtool.api",
+    "enable": "dvtool.api",
+    "inspect": "dvtool.api",
     "optimize": "dvtool.api",
+    "vacuum": "dvtool.api",
     "DeleteResult": "dvtool.commands.delete",
+    "EnableResult": "dvtool.commands.enable",
+    "InspectResult": "dvtool.commands.inspect",
     "OptimizeResult": "dvtool.commands.optimize",
+    "VacuumResult": "dvtool.commands.vacuum",
     "DvtoolError": "dvtool.errors",
 }
 

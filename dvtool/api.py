@@ -1,9 +1,11 @@
-"""dvtool's Python API: `delete` and `optimize` on a table, in-process or on your Spark session.
+"""dvtool's Python API: the commands as functions, for Airflow, Dagster and notebooks.
 
-Both open the table at `table` (a local path or an fsspec URI such as `s3://bucket/t`, with
-`storage_options` for its backend, as `--storage-option` gives the CLI), run the command and
-return its result object - the one `--json` prints. With `spark=` (a classic SparkSession
-or a Spark Connect one) the data-heavy part runs on that session: dvtool adds its own
+`inspect`, `enable`, `delete`, `optimize` and `vacuum` take what the CLI takes, as keyword
+arguments, and return the command's result object; `result.to_dict()` is exactly the document
+`dvtool COMMAND --json` prints. Each opens the table at `table` (a local path or an fsspec URI
+such as `s3://bucket/t`, with `storage_options` for its backend, as `--storage-option` gives
+the CLI). With `spark=` (`delete` and `optimize`; a classic SparkSession or a Spark Connect
+one) the data-heavy part runs on that session: dvtool adds its own
 package to it (once per session, so the executors need only pyarrow and numpy, not dvtool),
 sets the SQL confs it needs (`spark.sql.session.timeZone=UTC`, `spark.sql.ansi.enabled=true`,
 `spark.sql.execution.arrow.maxRecordsPerBatch`) only while it runs, restores them afterwards,
@@ -39,12 +41,89 @@ from typing import TYPE_CHECKING, Any
 from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.enable import EnableResult
+    from dvtool.commands.inspect import InspectResult
     from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.vacuum import VacuumResult
     from dvtool.engines.base import Engine
     from dvtool.log.reader import DeltaLog
 
-__all__ = ["delete", "optimize"]
+__all__ = ["delete", "enable", "inspect", "optimize", "vacuum"]
+
+
+def inspect(
+    table: str | os.PathLike[str],
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | None = None,
+    files: bool = False,
+    history: int | None = None,
+    verify: bool = False,
+    checks: Mapping[str, float] | None = None,
+    count_rows: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> InspectResult:
+    """The table's summary (and its files, history, verification, gates); `dvtool inspect`.
+
+    `version` or `timestamp` (an aware datetime; naive means UTC) time-travel. `files` lists
+    every live file, `history` the last N commits, `verify` reads every data file footer and
+    DV, `checks` are the `--check` gates (`{"max-deleted-ratio": 0.2}`), `count_rows` reads
+    footers of files without `numRecords`. `result.exit_code` is what the CLI would exit
+    with (6 when `verify` found problems, 3 when a gate failed, else 0).
+    """
+    from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
+
+    timestamp_ms = None
+    if timestamp is not None:
+        import datetime as dt
+
+        aware = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=dt.timezone.utc)
+        timestamp_ms = int(aware.timestamp() * 1000)
+    request = InspectRequest(
+        version=version,
+        timestamp_ms=timestamp_ms,
+        files=files,
+        history=history,
+        verify=verify,
+        checks=tuple(parse_check(f"{k}={v}") for k, v in (checks or {}).items()),
+        count_rows=count_rows,
+    )
+    return run_inspect(_open(table, storage_options), request)
+
+
+def enable(
+    table: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None
+) -> EnableResult:
+    """Turn deletion vectors on (protocol 3/7, `delta.enableDeletionVectors=true`)."""
+    from dvtool.commands.enable import run_enable
+
+    return run_enable(_open(table, storage_options))
+
+
+def vacuum(
+    table: str | os.PathLike[str],
+    *,
+    retain: str | None = None,
+    dry_run: bool = False,
+    lite: bool = False,
+    force: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> VacuumResult:
+    """Delete the files the table no longer needs; `dvtool vacuum`.
+
+    `retain` is a duration as the CLI takes it (`"168h"`, `"7d"`; default the table's
+    `delta.deletedFileRetentionDuration`); a shorter one than the table's needs `force`.
+    `lite` takes candidates from the log instead of listing the directory. `result.failed`
+    lists files that could not be deleted.
+    """
+    from dvtool.commands.vacuum import VacuumRequest, parse_duration, run_vacuum
+
+    retain_ms = parse_duration(retain) if retain is not None else None
+    request = VacuumRequest(retain_ms, dry_run, lite, force)
+    return run_vacuum(_open(table, storage_options), request)
 
 
 def delete(

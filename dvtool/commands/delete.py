@@ -29,6 +29,7 @@ from pyroaring import BitMap64
 
 from dvtool.commands.delete_write import Touched, write_files
 from dvtool.commands.manifest import refresh_manifests_after_commit
+from dvtool.commands.result import CommandResult
 from dvtool.core.actions import file_action_key
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
@@ -87,7 +88,7 @@ class FileChange:
 
 
 @dataclass(frozen=True)
-class DeleteResult:
+class DeleteResult(CommandResult):
     """The outcome: the committed version (None for a dry run or when nothing matched)."""
 
     version: int | None

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from dvtool.commands.result import CommandResult
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.features import require_writable
 from dvtool.core.protocol_upgrade import with_feature
@@ -27,7 +28,7 @@ _MAX_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
-class EnableResult:
+class EnableResult(CommandResult):
     """What `enable` did: the committed version, or None when DVs were already on."""
 
     version: int | None

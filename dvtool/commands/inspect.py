@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.inspect_summary import TableSummary, summarize
+from dvtool.commands.result import CommandResult
 from dvtool.core.features import require_readable
 from dvtool.core.schema import partition_physical_names
 from dvtool.errors import (
@@ -363,7 +364,7 @@ class InspectRequest:
 
 
 @dataclass(frozen=True)
-class InspectResult:
+class InspectResult(CommandResult):
     """Everything `inspect` computed; `exit_code` is 6 on verify problems, 3 on failed checks."""
 
     summary: TableSummary | None

@@ -36,6 +36,7 @@ from dvtool.commands.optimize_plan import (
     OptimizeRequest,
     PlannedBin,
 )
+from dvtool.commands.result import CommandResult
 from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_actions_for_adds
@@ -62,7 +63,7 @@ EngineFactory = Callable[[int], Engine]
 
 
 @dataclass(frozen=True)
-class OptimizeResult:
+class OptimizeResult(CommandResult):
     """The outcome: committed versions (one per batch; empty for a dry run or no work)."""
 
     operation: str

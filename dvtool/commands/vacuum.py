@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dvtool.commands.result import CommandResult
 from dvtool.commands.vacuum_delete import FailedDelete, Progress, remove_empty_directories
 from dvtool.commands.vacuum_delete import delete_files as _delete
 from dvtool.commands.vacuum_keep import KeepSet, referenced_files
@@ -116,7 +117,7 @@ class VacuumRequest:
 
 
 @dataclass(frozen=True)
-class VacuumResult:
+class VacuumResult(CommandResult):
     """The outcome. `files` is the list to delete (a dry run stops there)."""
 
     read_version: int
