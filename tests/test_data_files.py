@@ -24,20 +24,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool import data_files
 from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
 from dvtool.core.partitions import partition_directory
 from dvtool.core.stats_collect import StatsCollector
 from dvtool.data_files import (
     footer_row_count,
     iter_file_batches,
+    publish,
     row_group_stats,
     write_data_file,
 )
 from dvtool.errors import DataFileError, FileMissingError, StorageError
 from dvtool.storage import Storage
+from tests.oracles import GOLDEN
 
-GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden"
 FILE_NAME = re.compile(
     r"^part-00000-[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}-c000\.snappy\.parquet$"
 )
@@ -213,8 +213,8 @@ def test_empty_file(storage: Storage) -> None:
 def test_streamed_upload_of_large_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Above the whole-write limit a remote file is streamed from the local temp file."""
     storage = Storage.for_table(f"memory://dvtool-test-{uuid.uuid4().hex}")
-    monkeypatch.setattr(data_files, "WHOLE_WRITE_LIMIT", 1000)
-    monkeypatch.setattr(data_files, "_COPY_CHUNK", 4096)
+    monkeypatch.setattr(publish, "WHOLE_WRITE_LIMIT", 1000)
+    monkeypatch.setattr(publish, "_COPY_CHUNK", 4096)
     calls: list[str] = []
     monkeypatch.setattr(storage, "write", lambda location, data: calls.append(location))
     written = write_data_file(

@@ -6,7 +6,10 @@ table's current physical schema (`dvtool.core.file_schema`: field ids, other wri
 types, type widening), computes the preserved stable row IDs and commit versions where row
 tracking is enabled, takes the rows its DV keeps (bitmap operations on the batch's row range,
 then one `take`), adds the partition columns where the table materializes them, and writes
-the result with `write_data_file`: the codec the table names, else the first input's.
+the result with `write_data_file`: the codec the table names, else the first input's. The
+arrow engine passes a `BackgroundSync` so that the fsyncs of local files do not stall its
+writer threads (it waits for them before returning the files); Spark executors pass none,
+and each file is durable when its task reports it.
 
 The new file's columns: the data columns in schema order, then the materialized partition
 columns, then row tracking's hidden columns. Statistics cover the data columns as Delta's
@@ -32,7 +35,13 @@ from dvtool.core.file_layout import FOOTER_CODECS
 from dvtool.core.file_schema import FIELD_ID, ColumnPlan
 from dvtool.core.partitions import partition_arrays
 from dvtool.core.stats_collect import StatsCollector, stats_columns_spec, with_required_columns
-from dvtool.data_files import WrittenFile, iter_file_batches, open_parquet_file, write_data_file
+from dvtool.data_files import (
+    BackgroundSync,
+    WrittenFile,
+    iter_file_batches,
+    open_parquet_file,
+    write_data_file,
+)
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 
 _ROW_BASE = arrow_values.from_numpy(np.arange(1 << 16, dtype=np.int64))
@@ -81,9 +90,16 @@ class _Columns:
 
 
 def write_bin(
-    table: TableLayout, configuration: Mapping[str, str], rewrite_bin: RewriteBin
+    table: TableLayout,
+    configuration: Mapping[str, str],
+    rewrite_bin: RewriteBin,
+    sync: BackgroundSync | None = None,
 ) -> WrittenFile | None:
-    """Write the rows the inputs of `rewrite_bin` keep as one new file; None if none remain."""
+    """Write the rows the inputs of `rewrite_bin` keep as one new file; None if none remain.
+
+    The file is durable on return, unless `sync` is given: the caller then waits for it
+    before the file may be committed (`write_data_file`).
+    """
     columns = _Columns.of(table)
     codec = table.codec
     batches = (
@@ -111,6 +127,7 @@ def write_bin(
         schema=schema,
         stats=StatsCollector(stats_schema, spec, opaque_columns=table.variant_columns),
         compression=codec,
+        sync=sync,
     )
 
 
