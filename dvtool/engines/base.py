@@ -125,5 +125,10 @@ class Engine(Protocol):
         bins: Sequence[RewriteBin],
         progress: Progress | None = None,
     ) -> list[WrittenFile | None]:
-        """Per bin (in order), the new file written, or None when no row remained."""
+        """Per bin (in order), the new file written, or None when no row remained.
+
+        Every file returned is durable (on local disk: the file and its directory entry
+        fsynced): commands commit right after, and a commit must never name a file a crash
+        could lose.
+        """
         ...
