@@ -100,12 +100,23 @@ def node_sql(node: exp.Expr) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# Functions Spark SQL spells as an operator, by the parser's class name.
+_SPARK_OPERATORS = {"RegexpLike": "RLIKE", "RegexpILike": "ILIKE", "Overlaps": "OVERLAPS"}
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
+
+
 def describe(node: exp.Expr) -> str:
-    """What kind of construct the node is, for "... is not supported" messages."""
+    """What kind of construct the node is, for "... is not supported" messages, in Spark
+    SQL's words (the parser's own names, such as TIME_TO_STR for date_format, never show)."""
     if isinstance(node, exp.Func):
-        name = node.sql_name()
-        called = node.sql(dialect="spark").upper().startswith(name + "(")
-        return f"function {name.lower()}()" if called else name
+        operator = _SPARK_OPERATORS.get(type(node).__name__)
+        if operator:
+            return operator
+        spark = node.sql(dialect="spark")
+        call = _CALL.match(spark)
+        if call or re.fullmatch(r"[A-Z_]+", spark):  # f(x), or CURRENT_DATE without ()
+            return f"function {(call.group(1) if call else spark).lower()}()"
+        return node.sql_name()  # a keyword construct: CASE, ...
     return re.sub(r"(?<!^)(?=[A-Z])", " ", type(node).__name__).upper()
 
 
