@@ -70,7 +70,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_process import tree_rss  # scripts/ is on sys.path: this script's directory
+# scripts/ is on sys.path: this script's directory
+from bench_process import print_profile, tree_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
@@ -586,28 +587,6 @@ def warm_up(base: Path, where: str, key: str, file_list: Path) -> None:
         ([sys.executable, "-c", WARM_DELTALAKE, str(base)], "deltalake"),
     ):
         checked(run_child(cmd), f"warm-up: {what}")
-
-
-def print_profile(path: Path, top: int = 15) -> None:
-    """The `top` functions by cumulative time among dvtool's own, then overall by own time."""
-    import pstats
-
-    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    rows = [
-        (ct, tt, nc, f"{Path(file).as_posix()}:{line}({func})")
-        for (file, line, func), (_, nc, tt, ct, _) in stats.items()
-    ]
-    total = max(ct for ct, *_ in rows)
-    root = ROOT.as_posix() + "/"
-    views = (
-        ("dvtool's functions by cumulative time", 0, lambda r: f"{root}dvtool/" in r[3]),
-        ("all functions by own time (tottime)", 1, lambda r: True),
-    )
-    for title, key, keep in views:
-        print(f"  {title} (of {total:.2f} s profiled):")
-        print(f"    {'cumtime':>8s} {'tottime':>8s} {'calls':>9s}  function")
-        for ct, tt, nc, where in sorted(filter(keep, rows), key=lambda r: -r[key])[:top]:
-            print(f"    {ct:8.3f} {tt:8.3f} {nc:9d}  {where.replace(root, '')}")
 
 
 def profile(base: Path, where: str, shape_name: str) -> None:

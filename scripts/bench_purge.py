@@ -82,7 +82,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_process import tree_rss  # scripts/ is on sys.path: this script's directory
+# scripts/ is on sys.path: this script's directory
+from bench_process import print_profile, tree_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
@@ -318,12 +319,7 @@ def base_table(shape: str, files: int, rows: int) -> tuple[Path, dict[str, Any]]
         sys.exit(f"expected {files} data files in {table}, deltalake wrote {written}")
     dvtool_json("enable", str(table))
     dvtool_json("delete", str(table), "--where", WHERE)
-    info = dvtool_json("inspect", str(table))
-    if info["files_with_dvs"] != files or info["deleted_rows"] != deleted:
-        sys.exit(
-            f"base table {table}: {info['files_with_dvs']} files with DVs and "
-            f"{info['deleted_rows']} deleted rows; expected {files} and {deleted}"
-        )
+    check_base(table, files, deleted)
     state = {
         "files": files,
         "rows_per_file": rows,
@@ -336,6 +332,16 @@ def base_table(shape: str, files: int, rows: int) -> tuple[Path, dict[str, Any]]
     took = time.perf_counter() - started
     print(f"built {table} ({files} files x {rows:,} rows, DVs on all) in {took:.1f} s", flush=True)
     return table, state
+
+
+def check_base(table: Path, files: int, deleted: int) -> None:
+    """Exit unless `dvtool inspect` sees a DV on every file and `deleted` deleted rows."""
+    info = dvtool_json("inspect", str(table))
+    if info["files_with_dvs"] != files or info["deleted_rows"] != deleted:
+        sys.exit(
+            f"base table {table}: {info['files_with_dvs']} files with DVs and "
+            f"{info['deleted_rows']} deleted rows; expected {files} and {deleted}"
+        )
 
 
 def small_files_base(files: int, rows: int) -> tuple[Path, dict[str, Any]]:
@@ -356,12 +362,7 @@ def small_files_base(files: int, rows: int) -> tuple[Path, dict[str, Any]]:
     shutil.rmtree(table, ignore_errors=True)
     shutil.copytree(source, table)
     dvtool_json("delete", str(table), "--where", WHERE)
-    info = dvtool_json("inspect", str(table))
-    if info["files_with_dvs"] != files or info["deleted_rows"] != deleted:
-        sys.exit(
-            f"base table {table}: {info['files_with_dvs']} files with DVs and "
-            f"{info['deleted_rows']} deleted rows; expected {files} and {deleted}"
-        )
+    check_base(table, files, deleted)
     state = {
         "shape": "small-files",
         "files": files,
@@ -496,28 +497,6 @@ def ratio_row(
     if target is not None:
         verdict = f"  (target <= {target}: {'ok' if ratio <= target else 'MISSED'})"
     print(f"  {label:34s} {ratio:6.2f} {paired:6.2f} {best:6.2f}{verdict}")
-
-
-def print_profile(path: Path, top: int = 15) -> None:
-    """The `top` functions by cumulative time among dvtool's own, then overall by own time."""
-    import pstats
-
-    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    rows = [
-        (ct, tt, nc, f"{Path(file).as_posix()}:{line}({func})")
-        for (file, line, func), (_, nc, tt, ct, _) in stats.items()
-    ]
-    total = max(ct for ct, *_ in rows)
-    root = ROOT.as_posix() + "/"
-    views = (
-        ("dvtool's functions by cumulative time", 0, lambda r: f"{root}dvtool/" in r[3]),
-        ("all functions by own time (tottime)", 1, lambda r: True),
-    )
-    for title, key, keep in views:
-        print(f"  {title} (of {total:.2f} s profiled):")
-        print(f"    {'cumtime':>8s} {'tottime':>8s} {'calls':>9s}  function")
-        for ct, tt, nc, where in sorted(filter(keep, rows), key=lambda r: -r[key])[:top]:
-            print(f"    {ct:8.3f} {tt:8.3f} {nc:9d}  {where.replace(root, '')}")
 
 
 def dvtool_python() -> str:
