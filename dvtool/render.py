@@ -5,39 +5,37 @@ scripts can pipe it to `jq`; progress and errors go to stderr. Without it, resul
 as rich tables. Commands never print: they return result objects that end up here.
 
 rich is imported on first use, not with this module: JSON output never needs it, and a
-command's start-up should not pay for it.
+command's start-up should not pay for it. The summary of `dvtool inspect` off a terminal needs
+it neither: it is drawn as the same text without rich (dvtool.render_inspect.plain_summary).
+What each command shows lives here; the inspect views in dvtool.render_inspect, tables in
+dvtool.box_table, value formats in dvtool.render_values.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
+
+from dvtool.box_table import BoxTable, Column
+from dvtool.plain_console import NotPlain, escape, plain_stdout
+from dvtool.render_values import format_bytes, format_protocol, format_time
 
 if TYPE_CHECKING:  # one command runs per process: do not import the others (start-up time)
     from rich.console import Console
-    from rich.table import Table
+    from rich.progress import Progress
 
     from dvtool.commands.delete import DeleteResult
     from dvtool.commands.downgrade import DowngradeResult
     from dvtool.commands.enable import EnableResult
-    from dvtool.commands.inspect import (
-        CheckOutcome,
-        FileEntry,
-        HistoryEntry,
-        InspectResult,
-        VerifyReport,
-    )
-    from dvtool.commands.inspect_summary import TableSummary
+    from dvtool.commands.inspect import FileEntry, InspectResult
     from dvtool.commands.manifest import ManifestResult
     from dvtool.commands.optimize import OptimizeResult
     from dvtool.commands.vacuum import VacuumResult
 
-_HISTOGRAM_WIDTH = 40
 _LISTED_FILES = 20
 # A listing aligns its columns to the widths of its first rows, then streams the rest.
 _ALIGNED_ROWS = 1000
@@ -77,31 +75,24 @@ class Renderer:
 
     def error(self, message: str) -> None:
         # soft_wrap: never break a message (paths, hints) into lines at the console width.
-        self.err.print(f"[bold red]error:[/] {_escape(message)}", soft_wrap=True)
+        self.err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
     @contextmanager
     def progress(self, description: str) -> Iterator[Callable[[int], Callable[[int], None]]]:
-        """Yields `start(total) -> advance(n)`; silent in JSON mode or off a terminal."""
-        if self.as_json or not self.err.is_terminal:
+        """Yields `start(total) -> advance(n)`; silent in JSON mode or off a terminal. The bar
+        (and rich) comes with the first `start`: a command that shows none imports neither."""
+        if self.as_json:
             yield lambda total: lambda n: None
             return
-        from rich.progress import (  # local: only a terminal shows progress
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        columns = (
-            TextColumn(description),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=self.err, transient=True) as bar:
+        with ExitStack() as stack:
+            bars: list[Progress] = []
 
             def start(total: int) -> Callable[[int], None]:
+                if not bars:
+                    if not self.err.is_terminal:
+                        return lambda n: None
+                    bars.append(stack.enter_context(_progress_bar(description, self.err)))
+                bar = bars[0]
                 task = bar.add_task(description, total=total)
                 return lambda n: bar.advance(task, n)
 
@@ -110,102 +101,52 @@ class Renderer:
     # -- inspect ---------------------------------------------------------------------------
 
     def inspect(self, result: InspectResult) -> None:
+        from dvtool import render_inspect as view
+
         if self.as_json:
             self.json(result.to_json())
             return
+        if self._plain_summary(result):
+            return
         if result.summary is not None:
-            self._summary(result.summary)
+            view.print_summary(self.console, result.summary)
         if result.files is not None:
             total = result.summary.num_files if result.summary else len(result.files)
             self._files(result.files, total)
         if result.history is not None:
-            self._history(result.history)
+            view.print_history(self.console, result.history)
         if result.verify is not None:
-            self._verify(result.verify)
+            view.print_verify(self.console, result.verify)
         if result.checks is not None:
-            self._checks(result.checks)
+            view.print_checks(self.console, result.checks)
 
-    def _summary(self, s: TableSummary) -> None:
-        c = self.console
-        title = s.name or s.table_id
-        c.print(f"[bold]{_escape(title)}[/]  [dim]{_escape(s.location)}[/]")
-        when = _time(s.commit_timestamp)
-        c.print(f"version [bold]{s.version}[/]  committed {when}  ({s.operation or 'unknown'})")
-        p = s.protocol
-        features = ", ".join(sorted(set(s.reader_features) | set(s.writer_features))) or "none"
-        c.print(
-            f"protocol reader {p['minReaderVersion']} / writer {p['minWriterVersion']}"
-            f"  features: {features}"
-        )
-        if s.partition_columns:
-            c.print(f"partitioned by {', '.join(s.partition_columns)}")
-        c.print(self._counts(s))
-        if s.configuration:
-            c.print(self._properties(s.configuration))
-        c.print(self._schema(s))
-        c.print(self._histogram(s.deleted_ratio_histogram))
+    def _plain_summary(self, result: InspectResult) -> bool:
+        """Off a terminal, the summary alone (no --files, --history, --verify, --check) as
+        the text rich would print, without importing rich; False when rich must draw."""
+        from dvtool.render_inspect import plain_summary
 
-    def _counts(self, s: TableSummary) -> Table:
-        t = _table(title="Files and rows", show_header=False, title_justify="left")
-        t.add_column("what")
-        t.add_column("value", justify="right")
-        dv = s.dv_storage
-        rows = [
-            ("live files", f"{s.num_files:,}"),
-            ("size", _bytes(s.size_bytes)),
-            ("physical rows", f"{s.physical_rows:,}"),
-            ("logical rows", f"{s.logical_rows:,}"),
-            ("deleted rows", f"{s.deleted_rows:,} ({s.deleted_ratio:.2%})"),
-            ("files with DVs", f"{s.files_with_dvs:,}"),
-            ("DV files", f"{dv.dv_files:,} holding {dv.on_disk_dvs:,} DVs"),
-            ("inline DVs", f"{dv.inline_dvs:,}"),
-            ("absolute-path DVs", f"{dv.absolute_path_dvs:,}"),
-            ("DV bytes", _bytes(dv.dv_bytes)),
-            ("tombstones", f"{s.num_tombstones:,}"),
-        ]
-        if s.files_without_stats:
-            exact = "counted from footers" if s.row_counts_exact else "not in row counts"
-            rows.append(("files without stats", f"{s.files_without_stats:,} ({exact})"))
-        for what, value in rows:
-            t.add_row(what, value)
-        return t
-
-    def _properties(self, configuration: dict[str, str]) -> Table:
-        t = _table(title="Table properties", show_header=False, title_justify="left")
-        t.add_column("property")
-        t.add_column("value", overflow="fold")
-        for key in sorted(configuration):
-            t.add_row(_escape(key), _escape(configuration[key]))
-        return t
-
-    def _schema(self, s: TableSummary) -> Table:
-        t = _table(title="Schema", title_justify="left")
-        t.add_column("column")
-        t.add_column("type")
-        t.add_column("nullable")
-        mapped = s.column_mapping_mode != "none"
-        if mapped:
-            t.add_column(f"physical name ({s.column_mapping_mode} mapping)")
-        for f in s.schema:
-            cells = [_escape(f["name"]), _escape(f["type"]), "yes" if f["nullable"] else "no"]
-            t.add_row(*cells, *([_escape(f["physical_name"])] if mapped else []))
-        return t
-
-    def _histogram(self, buckets: Sequence[dict[str, Any]]) -> Table:
-        t = _table(title="Deleted ratio per file", show_header=False, title_justify="left")
-        t.add_column("bucket", justify="right")
-        t.add_column("files", justify="right")
-        t.add_column("bar")
-        peak = max((b["files"] for b in buckets), default=0) or 1
-        for b in buckets:
-            width = round(b["files"] / peak * _HISTOGRAM_WIDTH)
-            t.add_row(b["bucket"], f"{b['files']:,}", "[cyan]" + "█" * width + "[/]")
-        return t
+        others = (result.files, result.history, result.verify, result.checks)
+        if (
+            self._console is not None
+            or result.summary is None
+            or any(o is not None for o in others)
+        ):
+            return False
+        out = plain_stdout()
+        if out is None:
+            return False
+        try:
+            text = plain_summary(result.summary, _UNLIMITED_WIDTH)
+        except NotPlain:
+            return False
+        out.write(text)
+        out.flush()
+        return True
 
     def _files(self, files: Sequence[FileEntry], total: int) -> None:
         rows = (
             (
-                _bytes(f.size),
+                format_bytes(f.size),
                 "?" if f.num_records is None else f"{f.num_records:,}",
                 f"{f.deleted_rows:,}",
                 "" if f.deleted_ratio is None else f"{f.deleted_ratio:.1%}",
@@ -233,7 +174,7 @@ class Renderer:
         line saying how many were left out."""
         shown = rows if self.limit is None else itertools.islice(rows, self.limit)
         out = self.console.file
-        self.console.print(f"[bold]{_escape(title)}[/]")
+        self.console.print(f"[bold]{escape(title)}[/]")
         first = list(itertools.islice(shown, _ALIGNED_ROWS))
         widths = [max(len(r[i]) for r in [header, *first]) for i in range(len(header) - 1)]
         count = 0
@@ -246,54 +187,6 @@ class Renderer:
             self.console.print(
                 f"... {left:,} more {noun}; use --json or --limit 0 to list them all"
             )
-
-    def _history(self, entries: Sequence[HistoryEntry]) -> None:
-        if self.console.is_terminal and self.console.width < _NARROW:
-            self._history_blocks(entries)
-            return
-        t = _table(title="History", title_justify="left")
-        for name in ("version", "time", "operation", "parameters", "metrics"):
-            t.add_column(name)
-        for e in entries:
-            t.add_row(
-                str(e.version),
-                _time(e.timestamp),
-                e.operation or "",
-                _escape(_compact(e.operation_parameters)),
-                _escape(_compact(e.operation_metrics)),
-            )
-        self.console.print(t)
-
-    def _history_blocks(self, entries: Sequence[HistoryEntry]) -> None:
-        """The history on a narrow terminal: one block per commit, each line wrapping whole."""
-        c = self.console
-        c.print("[bold]History[/]")
-        for e in entries:
-            c.print(f"[bold]version {e.version}[/]  {_time(e.timestamp)}  {e.operation or ''}")
-            for label, values in (
-                ("parameters", e.operation_parameters),
-                ("metrics", e.operation_metrics),
-            ):
-                if values:
-                    c.print(f"  {label}: {_escape(_compact(values))}", soft_wrap=False)
-
-    def _verify(self, report: VerifyReport) -> None:
-        c = self.console
-        c.print(
-            f"verified {report.files_checked:,} data files and {report.dvs_checked:,} DVs: "
-            + (
-                "[green]no problems[/]"
-                if report.ok
-                else f"[red]{len(report.problems)} problem(s)[/]"
-            )
-        )
-        for p in report.problems:
-            c.print(f"  [red]{p.kind}[/] {_escape(p.message)}", soft_wrap=True)
-
-    def _checks(self, outcomes: Sequence[CheckOutcome]) -> None:
-        for o in outcomes:
-            mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
-            self.console.print(f"check {o.name}: {mark} (actual {o.actual:g}, limit {o.limit:g})")
 
     # -- enable and delete -------------------------------------------------------------------
 
@@ -342,7 +235,7 @@ class Renderer:
             c.print(f"metrics: {shown}", soft_wrap=True)
         for warning in (result.checkpoint_warning, result.manifest_warning):
             if warning:
-                self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+                self.err.print(f"[yellow]warning:[/] {escape(warning)}")
 
     # -- optimize ------------------------------------------------------------------------------
 
@@ -354,7 +247,7 @@ class Renderer:
         m = result.metrics
         what = "purge" if result.operation == "REORG" else "compaction"
         rows = sum(b.rows_dropped for b in result.bins)
-        size = _bytes(sum(b.input_bytes for b in result.bins))
+        size = format_bytes(sum(b.input_bytes for b in result.bins))
         plan = (
             f"{what}: {sum(len(b.inputs) for b in result.bins):,} files ({size}) into "
             f"{len(result.bins):,} new files, dropping {rows:,} deleted rows"
@@ -366,7 +259,7 @@ class Renderer:
             plan_rows = (
                 (
                     f"{len(b.inputs):,}",
-                    _bytes(b.input_bytes),
+                    format_bytes(b.input_bytes),
                     f"{b.input_rows:,}",
                     f"{b.rows_dropped:,}",
                     b.directory or "/",
@@ -383,13 +276,13 @@ class Renderer:
             versions = ", ".join(str(v) for v in result.versions)
             c.print(f"committed version(s) [bold]{versions}[/] on {result.engine}: {plan}")
             c.print(
-                f"removed {m['numRemovedFiles']:,} files ({_bytes(m['numRemovedBytes'])}), "
-                f"added {m['numAddedFiles']:,} ({_bytes(m['numAddedBytes'])}), "
+                f"removed {m['numRemovedFiles']:,} files ({format_bytes(m['numRemovedBytes'])}), "
+                f"added {m['numAddedFiles']:,} ({format_bytes(m['numAddedBytes'])}), "
                 f"{m['numDeletionVectorsRemoved']:,} DVs removed",
                 soft_wrap=True,
             )
         for warning in result.checkpoint_warnings:
-            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+            self.err.print(f"[yellow]warning:[/] {escape(warning)}")
 
     # -- vacuum --------------------------------------------------------------------------------
 
@@ -403,8 +296,8 @@ class Renderer:
         what = "lite vacuum" if result.lite else "vacuum"
         plan = (
             f"{what} of version {result.read_version}: {result.num_files:,} files "
-            f"({_bytes(result.num_bytes)}) not needed and last changed before "
-            f"{_time(result.cutoff_ms)} (retention {format_duration(result.retention_ms)})"
+            f"({format_bytes(result.num_bytes)}) not needed and last changed before "
+            f"{format_time(result.cutoff_ms)} (retention {format_duration(result.retention_ms)})"
         )
         if result.lite_commits:
             first, last = result.lite_commits
@@ -412,31 +305,32 @@ class Renderer:
         if result.dry_run:
             c.print("[bold]dry run[/]: " + plan, soft_wrap=True)
             if result.files:
-                rows = ((_bytes(f.size), f.reason, f.path) for f in result.files)
+                rows = ((format_bytes(f.size), f.reason, f.path) for f in result.files)
                 header = ("size", "reason", "path")
                 self._listing("Files to delete", header, rows, len(result.files), "files")
         else:
             c.print(plan, soft_wrap=True)
             c.print(
-                f"deleted {result.deleted_files:,} files ({_bytes(result.deleted_bytes)}) and "
+                f"deleted {result.deleted_files:,} files "
+                f"({format_bytes(result.deleted_bytes)}) and "
                 f"{result.deleted_directories:,} empty directories; committed VACUUM START "
                 f"(version {result.start_version}) and VACUUM END (version {result.end_version})",
                 soft_wrap=True,
             )
             for failure in result.failed:
                 self.err.print(
-                    f"[red]not deleted:[/] {_escape(failure.path)}: {_escape(failure.error)}",
+                    f"[red]not deleted:[/] {escape(failure.path)}: {escape(failure.error)}",
                     soft_wrap=True,
                 )
         if result.num_ignored_log_paths:
-            examples = ", ".join(_escape(p.path) for p in result.ignored_log_paths[:3])
+            examples = ", ".join(escape(p.path) for p in result.ignored_log_paths[:3])
             self.err.print(
                 f"[yellow]warning:[/] {result.num_ignored_log_paths:,} paths in the log are not "
                 f"inside the table root and were ignored (never deleted): {examples}",
                 soft_wrap=True,
             )
         for warning in result.warnings:
-            self.err.print(f"[yellow]warning:[/] {_escape(warning)}", soft_wrap=True)
+            self.err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
     # -- generate-manifest and downgrade --------------------------------------------------------
 
@@ -455,15 +349,15 @@ class Renderer:
             )
         c.print(
             f"wrote {len(result.manifests):,} manifest(s) listing {result.num_files:,} files "
-            f"of version [bold]{result.version}[/] under {_escape(result.root)}",
+            f"of version [bold]{result.version}[/] under {escape(result.root)}",
             soft_wrap=True,
         )
         if result.deleted:
             c.print(f"deleted {len(result.deleted):,} stale manifest(s):")
             for location in result.deleted:
-                c.print(f"  {_escape(location)}", soft_wrap=True)
+                c.print(f"  {escape(location)}", soft_wrap=True)
         for warning in result.warnings:
-            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
+            self.err.print(f"[yellow]warning:[/] {escape(warning)}")
 
     def downgrade(self, result: DowngradeResult) -> None:
         if self.as_json:
@@ -487,21 +381,21 @@ class Renderer:
         else:
             c.print(f"{dropped} not dropped yet (version {result.read_version})")
         c.print(
-            f"protocol {_protocol(result.protocol_before)} -> {_protocol(result.protocol_after)}",
+            f"protocol {format_protocol(result.protocol_before)} -> "
+            f"{format_protocol(result.protocol_after)}",
             soft_wrap=True,
         )
-        t = _table(title="Plan" if result.dry_run else "Steps", title_justify="left")
-        for name in ("step", "version", "detail"):
-            t.add_column(name, overflow="fold")
+        columns = [Column(name, overflow="fold") for name in ("step", "version", "detail")]
+        t = BoxTable("Plan" if result.dry_run else "Steps", columns)
         for step in result.steps:
             version = "" if step.version is None else str(step.version)
-            t.add_row(step.action, version, _escape(step.detail))
-        c.print(t)
+            t.add_row(step.action, version, escape(step.detail))
+        c.print(t.to_rich())
         if result.dry_run and result.files_to_rewrite:
             paths = result.files_to_rewrite
             c.print(f"files to rewrite ({len(paths):,}):")
             for path in paths[:_LISTED_FILES]:
-                c.print(f"  {_escape(path)}", soft_wrap=True)
+                c.print(f"  {escape(path)}", soft_wrap=True)
             if len(paths) > _LISTED_FILES:
                 c.print(f"  ... and {len(paths) - _LISTED_FILES:,} more (--json lists all)")
         if result.deleted_log_files:
@@ -513,20 +407,12 @@ class Renderer:
                 soft_wrap=True,
             )
         for warning in result.warnings:
-            self.err.print(f"[yellow]warning:[/] {_escape(warning)}")
-
-
-def _protocol(p: dict[str, Any]) -> str:
-    text = f"{p['minReaderVersion']}/{p['minWriterVersion']}"
-    features = sorted(set(p.get("readerFeatures") or []) | set(p.get("writerFeatures") or []))
-    return f"{text} ({', '.join(features)})" if features else text
+            self.err.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 # Off a terminal (CI logs, pipes, files) lines are as wide as their content: no table is
 # squeezed into an arbitrary 80 columns, no path or number broken. Rich needs some width.
 _UNLIMITED_WIDTH = 1_000_000
-# Below this terminal width the history is one block per commit instead of a table.
-_NARROW = 120
 
 
 def _console(*, stderr: bool) -> Console:
@@ -547,32 +433,16 @@ def _console(*, stderr: bool) -> Console:
     )
 
 
-def _escape(text: str) -> str:
-    return text.replace("[", r"\[")
+@contextmanager
+def _progress_bar(description: str, console: Console) -> Iterator[Progress]:
+    from rich.progress import (  # local: only a terminal shows progress
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-
-def _time(ms: int | None) -> str:
-    if ms is None:
-        return "unknown"
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def _compact(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in values.items())
-
-
-def _table(*args: Any, **kwargs: Any) -> Table:
-    """A rich Table; rich is imported on first use (see the module docstring)."""
-    from rich.table import Table
-
-    return Table(*args, **kwargs)
+    columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        yield bar

@@ -9,7 +9,7 @@ unmeasured warm-up round, so that load from other work hits all of them alike):
 
 - `dvtool --help`;
 - `dvtool inspect T --json`;
-- `dvtool inspect T` (human output: rich tables; shown for information, no target);
+- `dvtool inspect T` (human output; off a terminal, as here, drawn without importing rich);
 - the reference: `python -c "from deltalake import DeltaTable; print(DeltaTable('T').version())"`
   (the same Python as dvtool's), which opens the table and prints its version.
 

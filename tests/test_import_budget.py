@@ -80,8 +80,12 @@ _SMALL_TABLE = {
 }
 # `dvtool inspect T --json`: one json.dumps of the result; rich only draws tables.
 INSPECT_JSON_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
-# `dvtool inspect T`: the rich tables, but still only what reading the table needs.
-INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}  # no progress off a tty
+# `dvtool inspect T` off a terminal (stdout a pipe or a file, colour not forced): the summary's
+# tables are drawn as rich would draw them there, without rich (~30 ms; dvtool.render_inspect).
+INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
+# On a terminal rich draws them; the progress bar (rich.progress) comes only with a task
+# (--verify).
+INSPECT_TERMINAL_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}
 # `dvtool inspect --json` of a table with a classic parquet checkpoint: the checkpoint reader
 # and pyarrow.parquet are needed now, the DV codec and rich still not.
 INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {"rich", "pyroaring", "dvtool.dvstore"}
@@ -121,10 +125,12 @@ def small_dv_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run_cli(args: list[str], cwd: Path) -> dict[str, Any]:
-    """Run the CLI in a fresh interpreter in `cwd`; its exit code, stdout and sys.modules."""
+def _run_cli(args: list[str], cwd: Path, **environ: str) -> dict[str, Any]:
+    """Run the CLI in a fresh interpreter in `cwd`; its exit code, stdout and sys.modules.
+    stdout is a string (no terminal), colour not forced unless `environ` says so."""
     report = cwd / "modules.json"
-    env = dict(os.environ)
+    forcing = ("FORCE_COLOR", "TTY_COMPATIBLE")
+    env = {k: v for k, v in os.environ.items() if k not in forcing} | environ
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", REPORT, str(report), *args],
@@ -160,11 +166,20 @@ def test_inspect_json_imports_no_pandas_and_no_rich(small_dv_table: Path) -> Non
     assert _loaded(run["modules"], INSPECT_JSON_FORBIDDEN) == []
 
 
-def test_inspect_human_output_imports_rich_but_no_pandas(small_dv_table: Path) -> None:
+def test_inspect_human_output_off_a_terminal_imports_no_rich(small_dv_table: Path) -> None:
     run = _run_cli(["inspect", "T"], small_dv_table.parent)
-    assert run["exit"] == 0 and "deleted rows" in run["stdout"]
-    assert "rich" in run["modules"]
+    assert run["exit"] == 0 and "│ deleted rows      │      3 (37.50%) │" in run["stdout"]
+    assert "\x1b[" not in run["stdout"]
+    assert "dvtool.render_inspect" in run["modules"]
     assert _loaded(run["modules"], INSPECT_HUMAN_FORBIDDEN) == []
+
+
+def test_inspect_human_output_on_a_terminal_is_rich_s(small_dv_table: Path) -> None:
+    run = _run_cli(["inspect", "T"], small_dv_table.parent, FORCE_COLOR="1")
+    assert run["exit"] == 0 and "deleted rows" in run["stdout"]
+    assert "\x1b[1m" in run["stdout"]  # bold: rich, for a terminal
+    assert {"rich", "rich.table"} <= set(run["modules"])
+    assert _loaded(run["modules"], INSPECT_TERMINAL_FORBIDDEN) == []
 
 
 def test_inspect_of_a_parquet_checkpoint_imports_no_pandas(tmp_path: Path) -> None:

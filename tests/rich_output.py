@@ -1,0 +1,27 @@
+"""What rich prints off a terminal: dvtool's stdout console (`dvtool.render._console`) made
+with stdout redirected to a string, colour not forced, so it is the console a pipe gets."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable
+from unittest import mock
+
+from rich.console import Console
+
+from dvtool.render import _console
+
+_FORCING = ("FORCE_COLOR", "TTY_COMPATIBLE")
+
+
+def rich_off_terminal(draw: Callable[[Console], object]) -> str:
+    """What `draw(console)` prints on dvtool's off-terminal stdout console."""
+    out = io.StringIO()
+    environ = {k: v for k, v in os.environ.items() if k not in _FORCING}
+    with mock.patch.dict(os.environ, environ, clear=True), contextlib.redirect_stdout(out):
+        console = _console(stderr=False)
+        assert not console.is_terminal and console.width == 1_000_000
+        draw(console)
+    return out.getvalue()
