@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from pyroaring import BitMap64
@@ -62,6 +63,9 @@ class DeleteRequest:
     where: str
     mode: str = "auto"
     dry_run: bool = False
+    now: datetime | None = None
+    """What current_date()/current_timestamp() mean in `where`; None: when the command
+    starts (fixed for every re-plan)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,8 @@ def run_delete(
     """
     if request.mode not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {request.mode!r}")
+    if request.now is None:
+        request = replace(request, now=datetime.now(timezone.utc))
     for attempt in range(1, MAX_REPLANS + 1):
         plan = _plan(log.snapshot(), request)
         if engine is None:
@@ -174,6 +180,7 @@ def _plan(snapshot: Snapshot, request: DeleteRequest) -> _Plan:
         snapshot.schema,
         snapshot.metadata.partition_columns,
         snapshot.column_mapping_mode,
+        now=request.now,
     )
     columns = ["path", "partitionValues", "size", "stats", "numRecords", "deletionVector"]
     rows = snapshot.files.select(columns).to_pylist()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -51,6 +52,8 @@ class OptimizeRequest:
     where: str | None = None
     dry_run: bool = False
     batch_size: int | None = None
+    now: datetime | None = None
+    """What current_date()/current_timestamp() mean in `where`; None: when planning."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def candidates(
     become Python rows: most files of a large table are never converted. All of them are
     checked to lie inside the table root in one call, before any DV is read.
     """
-    where = _partition_filter(snapshot, request.where)
+    where = _partition_filter(snapshot, request.where, request.now)
     target = _target_size(snapshot, request)
     indexes, rows = _prefiltered_rows(snapshot.files, request, target)
     wanted = [
@@ -194,14 +197,20 @@ def _excluded(where: Predicate, partitions: dict[str, Any]) -> bool:
     return where.file_match(partitions, None) is Match.NONE
 
 
-def _partition_filter(snapshot: Snapshot, where: str | None) -> Predicate | None:
+def _partition_filter(
+    snapshot: Snapshot, where: str | None, now: datetime | None
+) -> Predicate | None:
     """The `--where` predicate; UsageError unless it reads partition columns only."""
     if where is None:
         return None
     from dvtool.predicate import Predicate
 
     predicate = Predicate.parse(
-        where, snapshot.schema, snapshot.metadata.partition_columns, snapshot.column_mapping_mode
+        where,
+        snapshot.schema,
+        snapshot.metadata.partition_columns,
+        snapshot.column_mapping_mode,
+        now=now,
     )
     if not predicate.references_only_partitions:
         columns = ", ".join(snapshot.metadata.partition_columns) or "none (unpartitioned)"

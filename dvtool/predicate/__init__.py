@@ -15,7 +15,9 @@ Three visitors consume the tree:
   Spark's semantics (NULLs included), and `filter` selects the rows to delete with it;
 - spark.py: `to_spark_sql` gives equivalent Spark SQL over logical names.
 
-The semantics are Spark 4's with its default ANSI mode and session time zone UTC, except that
+The semantics are Spark 4's with its default ANSI mode and session time zone UTC (date and
+time functions, INTERVAL arithmetic and current_date()/current_timestamp() fixed once per
+command: datetime_calls.py, intervals.py), except that
 where ANSI Spark fails a statement at run time (an invalid CAST, division by zero), the
 affected rows evaluate to NULL and so never match; integer overflow raises
 `pyarrow.ArrowInvalid` during evaluation, as in Spark. Every user-facing problem (syntax, an
@@ -25,6 +27,7 @@ unknown column, a type mismatch, an unsupported construct) is a `PredicateError`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -69,9 +72,16 @@ class Predicate:
         schema: StructType,
         partition_columns: Sequence[str],
         column_mapping_mode: str,
+        now: datetime | None = None,
     ) -> Predicate:
-        """Parse and bind `sql`; `partition_columns` are logical names. Raises PredicateError."""
-        return cls(sql, parse.bind(sql, schema, partition_columns, column_mapping_mode))
+        """Parse and bind `sql`; `partition_columns` are logical names. Raises PredicateError.
+
+        `now` (an aware datetime; default: the current time) is the instant
+        current_date() and current_timestamp() denote: a command fixes it once, so every
+        re-plan reads the predicate the same way.
+        """
+        instant = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        return cls(sql, parse.bind(sql, schema, partition_columns, column_mapping_mode, instant))
 
     @property
     def references_only_partitions(self) -> bool:

@@ -34,12 +34,14 @@ import pyarrow.compute as pc
 from pyarrow import _acero as acero
 
 from dvtool.core import arrow_values
-from dvtool.predicate import casts
+from dvtool.predicate import casts, datetime_arrow, regex
 from dvtool.predicate.casts import FALSE, constant, null_of
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
     INT,
+    INTERVAL_MICROS,
+    INTERVAL_MONTHS,
     SqlType,
     exact_decimal_result,
     is_atomic,
@@ -79,6 +81,7 @@ _COMPARE: dict[str, Callable[[pc.Expression, pc.Expression], pc.Expression]] = {
     ">=": pc.greater_equal,
 }
 _SWAPPED = {">": "<", ">=": "<="}
+INTERVALS = (INTERVAL_MONTHS, INTERVAL_MICROS)
 _CHECKED = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}
 
 
@@ -251,12 +254,14 @@ class ArrowVisitor(Visitor[pc.Expression]):
         return pc.coalesce(matches, FALSE)
 
     def visit_like(self, node: Like) -> pc.Expression:
-        regex = like_regex(node.pattern, node.escape)
+        anchored = like_regex(node.pattern, node.escape)
         return pc.match_substring_regex(
-            self.visit(node.child), pattern=regex, ignore_case=node.ignore_case
+            self.visit(node.child), pattern=anchored, ignore_case=node.ignore_case
         )
 
     def visit_arith(self, node: Arith) -> pc.Expression:
+        if isinstance(node.right, Literal) and node.right.type in INTERVALS:
+            return datetime_arrow.plus_interval(self.visit(node.left), node.right, node.type)
         left, right = self.visit(node.left), self.visit(node.right)
         if node.op == "/":
             return pc.divide(left, _nonzero(right, node.type))
@@ -275,6 +280,9 @@ class ArrowVisitor(Visitor[pc.Expression]):
         return casts.cast_expr(self.visit(node.child), node.child.type, node.type)
 
     def visit_func(self, node: Func) -> pc.Expression:
+        dated = datetime_arrow.FUNCTIONS.get(node.name)
+        if dated is not None:
+            return dated([self.visit(a) for a in node.args], node)
         method: Callable[[Func], pc.Expression] = getattr(self, "_func_" + node.name)
         return method(node)
 
@@ -329,15 +337,6 @@ class ArrowVisitor(Visitor[pc.Expression]):
     def _func_abs(self, node: Func) -> pc.Expression:
         return pc.abs_checked(self._arg(node))
 
-    def _func_year(self, node: Func) -> pc.Expression:
-        return pc.year(self._arg(node)).cast(to_arrow(INT))
-
-    def _func_month(self, node: Func) -> pc.Expression:
-        return pc.month(self._arg(node)).cast(to_arrow(INT))
-
-    def _func_day(self, node: Func) -> pc.Expression:
-        return pc.day(self._arg(node)).cast(to_arrow(INT))
-
     def _func_startswith(self, node: Func) -> pc.Expression:
         return pc.starts_with(self._arg(node), pattern=_literal_arg(node, 1, str))
 
@@ -346,6 +345,10 @@ class ArrowVisitor(Visitor[pc.Expression]):
 
     def _func_contains(self, node: Func) -> pc.Expression:
         return pc.match_substring(self._arg(node), pattern=_literal_arg(node, 1, str))
+
+    def _func_rlike(self, node: Func) -> pc.Expression:
+        pattern = regex.java_to_re2(_literal_arg(node, 1, str))
+        return pc.match_substring_regex(self._arg(node), pattern=pattern)
 
 
 def _literal_arg(node: Func, i: int, kind: type[V]) -> V:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -23,17 +24,14 @@ from dvtool.core.schema import StructType
 from dvtool.errors import PredicateError
 from dvtool.predicate import arrow
 from dvtool.predicate.casts import can_cast
+from dvtool.predicate.datetime_calls import DatetimeCalls
 from dvtool.predicate.resolve import ColumnResolver
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
-    BYTE,
-    DATE,
     INT,
     INTEGRAL_RANGE,
-    LONG,
     NULL,
-    SHORT,
     STRING,
     SqlType,
     arithmetic_type,
@@ -41,11 +39,11 @@ from dvtool.predicate.sqltypes import (
     decimal_for_integral,
     decimal_for_literal,
     is_atomic,
-    is_datetime,
     is_decimal,
     is_integral,
     is_numeric,
 )
+from dvtool.predicate.string_calls import StringCalls
 from dvtool.predicate.syntax import (
     SUPPORTED,
     cast_type,
@@ -66,7 +64,6 @@ from dvtool.predicate.tree import (
     In,
     IsBool,
     IsNull,
-    Like,
     Literal,
     Neg,
     Not,
@@ -91,28 +88,21 @@ _ARITHMETIC: dict[type[exp.Expr], str] = {
     exp.SafeDivide: "/",  # try_divide: `/` already gives NULL for a zero divisor
     exp.Mod: "%",
 }
-_STRING_FUNCTIONS: dict[type[exp.Expr], str] = {exp.Lower: "lower", exp.Upper: "upper"}
-_DATE_PARTS: dict[type[exp.Expr], str] = {
-    exp.Year: "year",
-    exp.Month: "month",
-    exp.Day: "day",
-    exp.DayOfMonth: "day",
-}
-_STRING_TESTS: dict[type[exp.Expr], str] = {
-    exp.StartsWith: "startswith",
-    exp.EndsWith: "endswith",
-    exp.Contains: "contains",
-}
-_TO_STRING_OK = (BYTE, SHORT, INT, LONG, BOOLEAN, DATE)
 
 
 class Binder:
     """Turns sqlglot's tree into a typed, schema-bound predicate tree."""
 
     def __init__(
-        self, schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
+        self,
+        schema: StructType,
+        partition_columns: Sequence[str],
+        column_mapping_mode: str,
+        now: datetime,
     ) -> None:
         self.resolver = ColumnResolver(schema, partition_columns, column_mapping_mode)
+        self.datetime = DatetimeCalls(self, now)
+        self.strings = StringCalls(self)
         self._handlers: dict[type[exp.Expr], Callable[[Any], Expr]] = {
             exp.Paren: lambda n: self.bind(n.this),
             exp.Column: self._column,
@@ -126,36 +116,21 @@ class Binder:
             exp.TryCast: self._cast_node,
             exp.And: lambda n: self._logic(And, n),
             exp.Or: lambda n: self._logic(Or, n),
-            exp.Not: lambda n: self._finish(Not(self._boolean(self.bind(n.this), "NOT"))),
-            exp.NullSafeNEQ: lambda n: self._finish(
-                Not(self._compare("<=>", n.this, n.expression))
-            ),
+            exp.Not: lambda n: self.finish(Not(self._boolean(self.bind(n.this), "NOT"))),
+            exp.NullSafeNEQ: lambda n: self.finish(Not(self._compare("<=>", n.this, n.expression))),
             exp.In: self._in,
             exp.Between: self._between,
             exp.Is: self._is,
-            exp.Like: self._like,
-            exp.ILike: self._like,
-            exp.Escape: self._like,
-            exp.Length: self._length,
-            exp.Substring: self._substring,
-            exp.Trim: self._trim,
-            exp.Concat: lambda n: self._concat(n.expressions),
-            exp.DPipe: lambda n: self._concat([n.this, n.expression]),
             exp.Coalesce: self._coalesce,
             exp.Abs: self._abs,
-            exp.TsOrDsToDate: self._to_date,
             exp.Anonymous: self._anonymous,
         }
         for cls, op in _COMPARISONS.items():
             self._handlers[cls] = functools.partial(self._compare_node, op)
         for cls, op in _ARITHMETIC.items():
             self._handlers[cls] = functools.partial(self._arith, op)
-        for cls, name in _STRING_FUNCTIONS.items():
-            self._handlers[cls] = functools.partial(self._string_function, name)
-        for cls, name in _DATE_PARTS.items():
-            self._handlers[cls] = functools.partial(self._date_part, name)
-        for cls, name in _STRING_TESTS.items():
-            self._handlers[cls] = functools.partial(self._string_test, name)
+        self._handlers.update(self.strings.handlers())
+        self._handlers.update(self.datetime.handlers())
 
     def bind_predicate(self, node: exp.Expr) -> Expr:
         """The bound tree of a whole `--where` predicate, which must be boolean."""
@@ -214,7 +189,7 @@ class Binder:
         name = "AND" if cls is And else "OR"
         left = self._boolean(self.bind(node.this), name)
         right = self._boolean(self.bind(node.expression), name)
-        return self._finish(cls(left, right))
+        return self.finish(cls(left, right))
 
     def _compare_node(self, op: str, node: exp.Expr) -> Expr:
         return self._compare(op, node.this, node.expression)
@@ -224,7 +199,7 @@ class Binder:
 
     def _compare_bound(self, op: str, left: Expr, right: Expr) -> Expr:
         target = self._common_type([left, right], f"cannot compare {left.type} with {right.type}")
-        return self._finish(Compare(op, self._cast(left, target), self._cast(right, target)))
+        return self.finish(Compare(op, self.cast(left, target), self.cast(right, target)))
 
     def _common_type(self, exprs: Sequence[Expr], message: str) -> SqlType:
         """Spark's common type of the operands (integer literals meeting decimals count with
@@ -253,48 +228,23 @@ class Binder:
         target = self._common_type(
             [value, *options], f"cannot compare {value.type} with the IN list: {node_sql(node)}"
         )
-        cast = tuple(self._cast(o, target) for o in options)
-        return self._finish(In(self._cast(value, target), cast))
+        cast = tuple(self.cast(o, target) for o in options)
+        return self.finish(In(self.cast(value, target), cast))
 
     def _between(self, node: exp.Between) -> Expr:
         value = self.bind(node.this)
         low = self._compare_bound(">=", value, self.bind(node.args["low"]))
         high = self._compare_bound("<=", value, self.bind(node.args["high"]))
-        return self._finish(And(low, high))
+        return self.finish(And(low, high))
 
     def _is(self, node: exp.Is) -> Expr:
         target = node.expression
         if isinstance(target, exp.Null):
-            return self._finish(IsNull(self._null_test_operand(node.this)))
+            return self.finish(IsNull(self._null_test_operand(node.this)))
         if isinstance(target, exp.Boolean):
             child = self._boolean(self.bind(node.this), "IS TRUE/FALSE")
-            return self._finish(IsBool(child, bool(target.this)))
+            return self.finish(IsBool(child, bool(target.this)))
         raise PredicateError(f"unsupported IS test: {node_sql(node)}", hint=SUPPORTED)
-
-    def _like(self, node: exp.Expr) -> Expr:
-        escape = "\\"
-        if isinstance(node, exp.Escape):
-            escape = self._constant_string(self.bind(node.expression), "the LIKE escape")
-            if len(escape) != 1:
-                raise PredicateError(f"the LIKE escape must be one character, got {escape!r}")
-            node = node.this
-        if isinstance(node.expression, (exp.Any, exp.All)):
-            raise PredicateError(f"LIKE ANY/ALL is not supported: {node_sql(node)}", hint=SUPPORTED)
-        child = self._as_string(self.bind(node.this), "LIKE")
-        pattern_expr = self.bind(node.expression)
-        if pattern_expr.type == NULL or (
-            isinstance(pattern_expr, Literal) and pattern_expr.value is None
-        ):
-            return Literal(None, BOOLEAN)
-        pattern = self._constant_string(pattern_expr, "the LIKE pattern")
-        try:
-            arrow.like_regex(pattern, escape)
-        except ValueError as e:
-            raise PredicateError(f"invalid LIKE pattern {pattern!r}: {e}") from None
-        like: Expr = Like(child, pattern, escape, isinstance(node, exp.ILike))
-        if node.args.get("negate"):
-            like = Not(like)
-        return self._finish(like)
 
     # --- arithmetic -------------------------------------------------------------------------
 
@@ -306,13 +256,17 @@ class Binder:
             return child
         if not is_numeric(child.type):
             raise PredicateError(f"unary minus needs a number, got {child.type}: {node_sql(node)}")
-        return self._finish(Neg(child))
+        return self.finish(Neg(child))
 
     def _arith(self, op: str, node: exp.Expr) -> Expr:
+        if op in "+-":
+            dated = self.datetime.arith(op, node)
+            if dated is not None:
+                return dated
         left, right = self.bind(node.this), self.bind(node.expression)
         if is_decimal(left.type) or is_decimal(right.type):
-            left = self._cast(left, _literal_decimal_type(left))
-            right = self._cast(right, _literal_decimal_type(right))
+            left = self.cast(left, _literal_decimal_type(left))
+            right = self.cast(right, _literal_decimal_type(right))
         result = arithmetic_type(op, left.type, right.type)
         if result is None:
             raise PredicateError(_arith_error(op, left.type, right.type, node))
@@ -321,12 +275,12 @@ class Binder:
         if op in "+-*" and is_decimal(result):
             left, right = self._decimal_operand(left), self._decimal_operand(right)
         else:
-            left, right = self._cast(left, result), self._cast(right, result)
-        return self._finish(Arith(op, left, right, result))
+            left, right = self.cast(left, result), self.cast(right, result)
+        return self.finish(Arith(op, left, right, result))
 
     def _decimal_operand(self, expr: Expr) -> Expr:
         if is_integral(expr.type):
-            return self._cast(expr, _literal_decimal_type(expr, for_column=True))
+            return self.cast(expr, _literal_decimal_type(expr, for_column=True))
         return expr
 
     # --- casts ------------------------------------------------------------------------------
@@ -336,9 +290,9 @@ class Binder:
         child = self.bind(node.this)
         if child.type != NULL and not can_cast(child.type, target):
             raise PredicateError(f"cannot CAST {child.type} to {target}: {node_sql(node)}")
-        return self._cast(child, target, strict=not node.args.get("safe"))
+        return self.cast(child, target, strict=not node.args.get("safe"))
 
-    def _cast(self, expr: Expr, target: SqlType, *, strict: bool = True) -> Expr:
+    def cast(self, expr: Expr, target: SqlType, *, strict: bool = True) -> Expr:
         """`expr` as type `target`. Constants are converted now: a constant that does not
         convert is an error (as in ANSI Spark) unless `strict` is off (TRY_CAST)."""
         if expr.type == target:
@@ -349,7 +303,7 @@ class Binder:
             return self._integral_literal(expr, target, strict)
         cast = Cast(expr, target)
         if not isinstance(expr, Literal):
-            return self._finish(cast)
+            return self.finish(cast)
         folded = self._fold(cast)
         if strict and folded.value is None and expr.value is not None:
             shown = expr.value if isinstance(expr.value, str) else repr(expr.value)
@@ -367,53 +321,15 @@ class Binder:
 
     # --- functions --------------------------------------------------------------------------
 
-    def _as_string(self, expr: Expr, context: str) -> Expr:
-        if expr.type in (STRING, NULL):
-            return self._cast(expr, STRING)
-        if expr.type in _TO_STRING_OK:
-            return self._cast(expr, STRING)
-        raise PredicateError(f"{context} needs a string, got {expr.type}")
-
-    def _constant_string(self, expr: Expr, context: str) -> str:
+    def constant_string(self, expr: Expr, context: str) -> str:
         if not (isinstance(expr, Literal) and isinstance(expr.value, str)):
             raise PredicateError(f"{context} must be a string constant")
         return expr.value
 
-    def _constant_int(self, expr: Expr, context: str) -> Literal:
+    def constant_int(self, expr: Expr, context: str) -> Literal:
         if not (isinstance(expr, Literal) and is_integral(expr.type) and expr.value is not None):
             raise PredicateError(f"{context} must be an integer constant")
         return Literal(int(expr.value), INT)
-
-    def _string_function(self, name: str, node: exp.Expr) -> Expr:
-        arg = self._as_string(self.bind(node.this), f"{name}()")
-        return self._finish(Func(name, (arg,), STRING))
-
-    def _length(self, node: exp.Length) -> Expr:
-        arg = self.bind(node.this)
-        if arg.type != BINARY:
-            arg = self._as_string(arg, "length()")
-        return self._finish(Func("length", (arg,), INT))
-
-    def _substring(self, node: exp.Substring) -> Expr:
-        arg = self._as_string(self.bind(node.this), "substring()")
-        args: list[Expr] = [arg, self._constant_int(self.bind(node.args["start"]), "the position")]
-        if node.args.get("length") is not None:
-            args.append(self._constant_int(self.bind(node.args["length"]), "the length"))
-        return self._finish(Func("substring", tuple(args), STRING))
-
-    def _trim(self, node: exp.Trim) -> Expr:
-        arg = self._as_string(self.bind(node.this), "trim()")
-        position = str(node.args.get("position") or "BOTH").upper()
-        name = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
-        args: list[Expr] = [arg]
-        if node.args.get("expression") is not None:
-            chars = self._constant_string(self.bind(node.expression), "the trim characters")
-            args.append(Literal(chars, STRING))
-        return self._finish(Func(name, tuple(args), STRING))
-
-    def _concat(self, nodes: Sequence[exp.Expr]) -> Expr:
-        args = tuple(self._as_string(self.bind(n), "concat()") for n in nodes)
-        return self._finish(Func("concat", args, STRING))
 
     def _coalesce(self, node: exp.Coalesce) -> Expr:
         bound = [self.bind(n) for n in [node.this, *node.expressions]]
@@ -421,38 +337,13 @@ class Binder:
         target = self._common_type(bound, message)
         if all(e.type == NULL for e in bound):
             return Literal(None, NULL)
-        return self._finish(Func("coalesce", tuple(self._cast(e, target) for e in bound), target))
+        return self.finish(Func("coalesce", tuple(self.cast(e, target) for e in bound), target))
 
     def _abs(self, node: exp.Abs) -> Expr:
         arg = self.bind(node.this)
         if not is_numeric(arg.type):
             raise PredicateError(f"abs() needs a number, got {arg.type}")
-        return self._finish(Func("abs", (arg,), arg.type))
-
-    def _as_date(self, expr: Expr, context: str) -> Expr:
-        if not (is_datetime(expr.type) or expr.type in (STRING, NULL)):
-            raise PredicateError(f"{context} needs a date or timestamp, got {expr.type}")
-        return self._cast(expr, DATE)
-
-    def _date_part(self, name: str, node: exp.Expr) -> Expr:
-        inner = node.this
-        if isinstance(inner, exp.TsOrDsToDate) and inner.args.get("format") is None:
-            inner = inner.this
-        arg = self._as_date(self.bind(inner), f"{name}()")
-        return self._finish(Func(name, (arg,), INT))
-
-    def _to_date(self, node: exp.TsOrDsToDate) -> Expr:
-        if node.args.get("format") is not None:
-            raise PredicateError(f"to_date() with a format is not supported: {node_sql(node)}")
-        return self._as_date(self.bind(node.this), "to_date()")
-
-    def _string_test(self, name: str, node: exp.Expr) -> Expr:
-        arg = self._as_string(self.bind(node.this), f"{name}()")
-        other = self.bind(node.expression)
-        if isinstance(other, Literal) and other.value is None:
-            return Literal(None, BOOLEAN)
-        text = self._constant_string(other, f"the second argument of {name}()")
-        return self._finish(Func(name, (arg, Literal(text, STRING)), BOOLEAN))
+        return self.finish(Func("abs", (arg,), arg.type))
 
     def _anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
@@ -460,15 +351,21 @@ class Binder:
             return self._arith(
                 "%", exp.Mod(this=node.expressions[0], expression=node.expressions[1])
             )
+        if name in ("regexp", "regexp_like") and len(node.expressions) == 2:
+            this, pattern = node.expressions
+            return self.strings.rlike(exp.RegexpLike(this=this, expression=pattern))
+        dated = self.datetime.call(name, node.expressions)
+        if dated is not None:
+            return dated
         if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
             test = IsNull(self._null_test_operand(node.expressions[0]))
-            return self._finish(test if name == "isnull" else Not(test))
+            return self.finish(test if name == "isnull" else Not(test))
         self.resolver.refuse_variants_in(node)
         raise PredicateError(f"function {name}() is not supported in --where", hint=SUPPORTED)
 
     # --- folding ----------------------------------------------------------------------------
 
-    def _finish(self, expr: Expr) -> Expr:
+    def finish(self, expr: Expr) -> Expr:
         """`expr`, or the Literal it always equals when it references no columns."""
         if isinstance(expr, Literal) or columns(expr):
             return expr
@@ -508,7 +405,13 @@ def _arith_error(op: str, a: SqlType, b: SqlType, node: exp.Expr) -> str:
 
 
 def bind(
-    sql: str, schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
+    sql: str,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    column_mapping_mode: str,
+    now: datetime,
 ) -> Expr:
-    """Parse and bind a `--where` predicate; every problem is a PredicateError."""
-    return Binder(schema, partition_columns, column_mapping_mode).bind_predicate(parse_sql(sql))
+    """Parse and bind a `--where` predicate; every problem is a PredicateError. `now` is
+    what current_date() and current_timestamp() mean (an aware UTC datetime)."""
+    binder = Binder(schema, partition_columns, column_mapping_mode, now)
+    return binder.bind_predicate(parse_sql(sql))

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from dvtool.core import arrow_values
 from dvtool.errors import LogError
-from dvtool.predicate import arrow, casts
+from dvtool.predicate import arrow, casts, datetime_bounds
 from dvtool.predicate.sqltypes import STRING, SqlType, is_floating, is_integral, to_arrow
 from dvtool.predicate.statistics import ColumnStats
 from dvtool.predicate.tree import (
@@ -322,6 +322,8 @@ class RangeVisitor(Visitor[Range]):
         return _starts_with(child, prefix)
 
     def visit_arith(self, node: Arith) -> Range:
+        if datetime_bounds.varying_argument(node) is not None:
+            return self._monotone(node)
         return self._strict(node, may_fail=node.op in "/%")
 
     def visit_neg(self, node: Neg) -> Range:
@@ -344,13 +346,19 @@ class RangeVisitor(Visitor[Range]):
         if node.name == "coalesce":
             ranges = [self.visit(a) for a in node.args]
             return Range(all(r.nulls for r in ranges), any(r.values for r in ranges))
+        if datetime_bounds.varying_argument(node) is not None:
+            return self._monotone(node)
+        return self._strict(node)
+
+    def _monotone(self, node: Expr) -> Range:
+        """A function that never decreases in its one varying argument: its bounds are the
+        function of the argument's bounds (an open upper bound becomes a closed one)."""
         result = self._strict(node)
-        if node.name == "year":
-            child = self.visit(node.args[0])
-            lo = None if child.lo is None else child.lo.year
-            hi = None if child.hi is None else child.hi.year
-            return Range(result.nulls, result.values, lo, hi)
-        return result
+        varying = datetime_bounds.varying_argument(node)
+        assert varying is not None
+        child = self.visit(varying)
+        lo, hi = datetime_bounds.apply(node, child.lo), datetime_bounds.apply(node, child.hi)
+        return Range(result.nulls, result.values, lo, hi)
 
     def _strict(self, node: Expr, may_fail: bool = False) -> Range:
         """NULL when any argument is NULL (and maybe otherwise); bounds unknown."""

@@ -24,6 +24,8 @@ from dvtool.predicate.sqltypes import (
     BOOLEAN,
     DATE,
     INT,
+    INTERVAL_MICROS,
+    INTERVAL_MONTHS,
     NULL,
     STRING,
     TIMESTAMP,
@@ -100,6 +102,11 @@ def literal_sql(value: Any, t: SqlType) -> str:
         return f"TIMESTAMP '{_timestamp_text(value.astimezone(timezone.utc))}Z'"
     if t == TIMESTAMP_NTZ and isinstance(value, datetime):
         return f"TIMESTAMP_NTZ '{_timestamp_text(value)}'"
+    if t == INTERVAL_MONTHS:
+        return f"INTERVAL '{int(value)}' MONTH"
+    if t == INTERVAL_MICROS:
+        seconds = Decimal(int(value)).scaleb(-6).normalize()
+        return f"INTERVAL '{format(seconds, 'f')}' SECOND"
     raise ValueError(f"cannot write a {t} literal")
 
 
@@ -170,6 +177,8 @@ class SparkSqlVisitor(Visitor[str]):
 
     def visit_func(self, node: Func) -> str:
         args = [self.visit(a) for a in node.args]
+        if node.name == "rlike":
+            return f"({args[0]} RLIKE {args[1]})"
         if node.name in _TRIM_SIDES and len(args) == 2:
             return f"trim({_TRIM_SIDES[node.name]} {args[1]} FROM {args[0]})"
         return f"{node.name}({', '.join(args)})"

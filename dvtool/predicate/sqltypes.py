@@ -51,6 +51,10 @@ TIMESTAMP = SqlType("timestamp")
 TIMESTAMP_NTZ = SqlType("timestamp_ntz")
 NULL = SqlType("void")
 VARIANT = SqlType("variant")
+INTERVAL_MONTHS = SqlType("interval year to month")
+"""A year-month interval constant; its Literal value is a whole number of months."""
+INTERVAL_MICROS = SqlType("interval day to second")
+"""A day-time interval constant; its Literal value is a whole number of microseconds."""
 
 INTEGRAL = (BYTE, SHORT, INT, LONG)
 FLOATING = (FLOAT, DOUBLE)
@@ -143,6 +147,8 @@ _ARROW = {
     TIMESTAMP: pa.timestamp("us", tz="UTC"),
     TIMESTAMP_NTZ: pa.timestamp("us"),
     NULL: pa.null(),
+    INTERVAL_MONTHS: pa.int32(),
+    INTERVAL_MICROS: pa.duration("us"),
 }
 
 

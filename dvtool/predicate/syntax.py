@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
 from dvtool.errors import PredicateError
 from dvtool.predicate.sqltypes import (
@@ -38,10 +39,36 @@ from dvtool.predicate.tree import Literal
 
 SUPPORTED = (
     "supported: comparisons (= != <> < <= > >= <=>), AND/OR/NOT, [NOT] IN, [NOT] BETWEEN, "
-    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE, + - * / %, [TRY_]CAST, and the functions "
-    "lower, upper, length, substring, trim, ltrim, rtrim, concat, coalesce, abs, year, month, "
-    "day, to_date, startswith, endswith, contains, isnull, isnotnull, try_divide, try_mod"
+    "IS [NOT] NULL/TRUE/FALSE, [NOT] LIKE/ILIKE/RLIKE, + - * / %, INTERVAL, [TRY_]CAST, and "
+    "the functions lower, upper, length, substring, trim, ltrim, rtrim, concat, coalesce, abs, "
+    "startswith, endswith, contains, regexp_like, isnull, isnotnull, try_divide, try_mod, "
+    "current_date, current_timestamp, now, date_add, date_sub, datediff, add_months, "
+    "date_trunc, trunc, date_format, to_date, year, quarter, month, day, dayofweek, weekday, "
+    "dayofyear, weekofyear, hour, minute, second"
 )
+
+
+_PLAIN_CALLS = frozenset(
+    {
+        "ADD_MONTHS", "DATEADD", "DATEDIFF", "DATE_ADD", "DATE_DIFF", "DATE_FORMAT",
+        "DATE_SUB", "DATE_TRUNC", "DAYOFWEEK", "DAYOFYEAR", "HOUR", "MINUTE", "QUARTER",
+        "SECOND", "TIMESTAMPADD", "TRUNC", "WEEKDAY", "WEEKOFYEAR",
+    }
+)  # fmt: skip
+
+
+class _SparkCalls(Spark):
+    """Spark's dialect, with the date/time functions sqlglot would rewrite (`date_sub(d, n)`
+    into `DATE_ADD(d, n * -1)`, `date_format` patterns into strftime, arguments wrapped in
+    `TO_DATE`) left as plain calls, so the binder reads exactly what the user wrote."""
+
+    class Parser(Spark.Parser):  # type: ignore[misc,valid-type]
+        FUNCTIONS: ClassVar[dict[str, Any]] = {
+            name: build
+            for name, build in Spark.Parser.FUNCTIONS.items()
+            if name not in _PLAIN_CALLS
+        }
+
 
 _T = exp.DataType.Type
 _CAST_TYPES: dict[Any, SqlType] = {
@@ -68,7 +95,7 @@ _CAST_TYPES: dict[Any, SqlType] = {
 def parse_sql(sql: str) -> exp.Expr:
     """sqlglot's tree for one expression; PredicateError with a one-line reason otherwise."""
     try:
-        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(sql, read=_SparkCalls) if s is not None]
     except sqlglot.errors.ParseError as e:
         raise PredicateError(f"cannot parse --where {sql!r}: {_parse_error(e)}") from None
     except sqlglot.errors.SqlglotError as e:

@@ -61,6 +61,8 @@ DELTA_PREDICATES = [
     "amount > 1.5 OR st.x = 3",
     "NOT (s = 'bee') AND coalesce(n, 0) = 0",
     "lower(s) = 'ant' AND length(s) = 3 AND region = 'us west/#%{}[x]:é'",
+    "date_add(d, 1) > DATE '2024-01-05' AND hour(ts) < 12 OR s RLIKE '^a.+e$'",
+    "ts + INTERVAL 1 MONTH < TIMESTAMP '2024-02-02 00:00:00' AND date_format(ts, 'HH') = '03'",
 ]
 GOLDEN_PREDICATES = [
     "part = 3 OR col2 = 'foo1'",
