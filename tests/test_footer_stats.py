@@ -1,9 +1,11 @@
-"""Statistics of written files: min/max taken from the parquet footer equal the computed ones.
+"""Statistics of written files: those taken from the parquet footer equal the computed ones.
 
-`write_data_file` lets the parquet footer give the min/max of top-level integers, strings,
-date32 and timestamps (`StatsCollector.defer_bounds`) instead of computing them batch by
-batch. The oracle is the computed path: a `StatsCollector` that sees every row of the same
-data (itself checked against plain python and delta-rs in tests/core/test_stats_collect.py).
+`write_data_file` lets the writer's footer metadata give the null counts of plain leaves and
+the min/max of integers, strings, date32, timestamps and decimal128, at the top level and in
+structs (`StatsCollector.use_footer`), instead of computing them batch by batch. The oracle
+is the computed path: a `StatsCollector` that sees every row of the same data (itself
+checked against plain python and delta-rs in tests/core/test_stats_collect.py); random
+tables of every type are in tests/test_footer_stats_properties.py.
 The `stats` JSON must be byte-for-byte the same, for every type, with nulls, NaNs, signed
 zeros, long and supplementary-plane strings, strings over pyarrow's 4 KiB statistics limit
 (no footer min/max: read back), timestamps with microseconds before and after 1970, one or
@@ -29,7 +31,7 @@ from hypothesis import strategies as st
 
 from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
 from dvtool.core.stats_collect import StatsCollector, stats_json
-from dvtool.data_files import WrittenFile, write_data_file
+from dvtool.data_files import WrittenFile, footer_stats, write_data_file, writing
 from dvtool.storage import Storage
 
 UTC = timezone.utc
@@ -196,65 +198,194 @@ def test_footer_stats_follow_the_indexed_columns(
     assert written(storage, table, indexed, row_group_size=25) == computed(table, indexed)
 
 
-def test_footer_bounds_are_used_for_exact_types_only(
+FROM_FOOTER_WITH_BOUNDS = [
+    "i8", "i16", "i32", "i64", "dec", "dec38", "s", "ls", "day", "ts_us", "ts_ntz", "ts_s",
+    "ts_ms", "ts_ns", "point.a", "point.s", "point.t", "all_null_int", "all_null_str", "a.b",
+    "col-5f1e-physical",
+]  # fmt: skip
+FROM_FOOTER_NULLS_ONLY = ["f32", "f64", "f64_inf", "bin", "flag", "day64"]
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path)
+
+
+def test_footer_statistics_are_used_for_exact_types_only(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The footer path is really taken (else the tests above compare the computed path with
-    itself), for exactly the types whose footer statistics are exact."""
+    itself), for exactly the leaves whose footer statistics are exact, and the file is not
+    read back."""
     table = every_type_table()
-    assert StatsCollector(table.schema, -1).defer_bounds() == [
-        (name,)
-        for name in (
-            "i8", "i16", "i32", "i64", "s", "ls", "day", "ts_us", "ts_ntz", "ts_s", "ts_ms",
-            "ts_ns", "all_null_int", "all_null_str", "a.b", "col-5f1e-physical",
-        )
-    ]  # fmt: skip
-    from_footer: list[tuple[str, ...]] = []
-    add_bounds = StatsCollector.add_bounds
+    footer = StatsCollector(table.schema, -1).use_footer()
+    assert sorted(_dotted(c.path) for c in footer if c.bounds) == sorted(FROM_FOOTER_WITH_BOUNDS)
+    assert sorted(_dotted(c.path) for c in footer if not c.bounds) == sorted(FROM_FOOTER_NULLS_ONLY)
+    from_footer: list[str] = []
+    add_footer = StatsCollector.add_footer
 
     def spy(self: StatsCollector, path: tuple[str, ...], *args: Any) -> bool:
-        from_footer.append(path)
-        return add_bounds(self, path, *args)
+        taken = add_footer(self, path, *args)
+        if taken:
+            from_footer.append(_dotted(path))
+        return taken
 
-    monkeypatch.setattr(StatsCollector, "add_bounds", spy)
-    written(storage, table, row_group_size=1_000_000)
-    # Every deferred column with values except the dotted one, read back.
-    assert sorted(set(from_footer)) == sorted(
-        (name,)
-        for name in (
-            "i8", "i16", "i32", "i64", "s", "ls", "day", "ts_us", "ts_ntz", "ts_s", "ts_ms",
-            "ts_ns", "col-5f1e-physical",
-        )
-    )  # fmt: skip
+    def no_read_back(*args: Any) -> None:
+        raise AssertionError("read back although the footer has every statistic")
+
+    monkeypatch.setattr(StatsCollector, "add_footer", spy)
+    monkeypatch.setattr(writing, "read_back_statistics", no_read_back)
+    for row_group_size in (1_000_000, 7):
+        from_footer.clear()
+        assert written(storage, table, row_group_size=row_group_size) == computed(table)
+        assert sorted(from_footer) == sorted(FROM_FOOTER_WITH_BOUNDS + FROM_FOOTER_NULLS_ONLY)
 
 
 def test_collector_alone_still_computes_everything() -> None:
-    """Without a writer's footer, `update` keeps computing min/max for every leaf."""
+    """Without a writer's footer, `update` keeps computing every statistic."""
     table = pa.table({"i": [3, 1, None], "s": ["b", "a", None]})
     collector = StatsCollector(table.schema)
     collector.update(table)
     stats = collector.result()
     assert stats["minValues"] == {"i": 1, "s": "a"}
     assert stats["maxValues"] == {"i": 3, "s": "b"}
+    assert stats["nullCount"] == {"i": 1, "s": 1}
 
 
-def test_add_bounds_refuses_values_of_another_kind() -> None:
-    schema = pa.schema([("i", pa.int64()), ("t", pa.timestamp("us")), ("d", pa.date32())])
+def _footer_collector() -> StatsCollector:
+    schema = pa.schema(
+        [
+            ("i", pa.int64()),
+            ("t", pa.timestamp("us")),
+            ("d", pa.date32()),
+            ("dec", pa.decimal128(5, 2)),
+            ("f", pa.float64()),
+        ]
+    )
     collector = StatsCollector(schema)
-    collector.defer_bounds()
-    assert not collector.add_bounds(("i",), "1", "2")
-    assert not collector.add_bounds(("i",), True, False)
-    assert not collector.add_bounds(("t",), 1, 2)  # no unit
-    assert not collector.add_bounds(("t",), datetime(2024, 1, 1), datetime(2024, 1, 2), "us")
-    assert not collector.add_bounds(("d",), datetime(2024, 1, 1), datetime(2024, 1, 2))
-    assert collector.add_bounds(("d",), date(2024, 1, 1), date(2024, 1, 2))
-    assert collector.add_bounds(("t",), -1, 1_500, "us")
-    assert collector.result()["minValues"] == {
-        "d": "2024-01-01",
+    assert [c.path for c in collector.use_footer()] == [("i",), ("t",), ("d",), ("dec",), ("f",)]
+    return collector
+
+
+@pytest.mark.parametrize(
+    ("path", "groups", "unit"),
+    [
+        (("i",), [(3, 0, "1", "2")], ""),
+        (("i",), [(3, 0, True, False)], ""),
+        (("i",), [(3, 0, 1.0, 2.0)], ""),
+        (("i",), [(3, 0, 5, 2)], ""),  # min above max
+        (("i",), [(3, None, 1, 2)], ""),  # no null count
+        (("i",), [(3, 4, 1, 2)], ""),  # more nulls than rows
+        (("i",), [(3, 0, 1, 2), (3, 1, None, None)], ""),  # values, no min/max
+        (("t",), [(3, 0, 1, 2)], ""),  # no unit
+        (("t",), [(3, 0, datetime(2024, 1, 1), datetime(2024, 1, 2))], "us"),
+        (("d",), [(3, 0, datetime(2024, 1, 1), datetime(2024, 1, 2))], ""),
+        (("dec",), [(3, 0, Decimal("1.5"), Decimal("2.50"))], ""),  # another scale
+        (("dec",), [(3, 0, 1, 2)], ""),
+        (("f",), [(3, None, None, None)], ""),
+    ],
+    ids=repr,
+)
+def test_add_footer_refuses_what_is_not_exact(
+    path: tuple[str, ...], groups: list[Any], unit: str
+) -> None:
+    collector = _footer_collector()
+    assert not collector.add_footer(path, groups, unit)
+    # Nothing was taken: the leaf is still expected, then read back from the data.
+    with pytest.raises(RuntimeError, match="footer statistics not given"):
+        collector.result()
+
+
+def test_add_footer_sums_and_merges_row_groups() -> None:
+    collector = _footer_collector()
+    collector.update(pa.table({"f": [1.5, None, float("nan")]}).to_batches()[0])
+    assert collector.add_footer(("i",), [(2, 0, -5, 3), (2, 2, None, None), (3, 1, 0, 9)])
+    assert collector.add_footer(("t",), [(4, 1, -1, 1_500)], "us")
+    assert collector.add_footer(("d",), [(3, 0, date(2024, 1, 2), date(2024, 1, 3))])
+    assert collector.add_footer(("dec",), [(3, 0, Decimal("-1.50"), Decimal("2.00"))])
+    assert collector.add_footer(("f",), [(3, 1, None, None)])  # null count only
+    stats = collector.result()
+    assert stats["nullCount"] == {"i": 3, "t": 1, "d": 0, "dec": 0, "f": 1}
+    assert stats["minValues"] == {
+        "i": -5,
         "t": "1969-12-31T23:59:59.999",
+        "d": "2024-01-02",
+        "dec": Decimal("-1.50"),
+        "f": 1.5,
     }
+    assert stats["maxValues"]["i"] == 9
+    assert "f" not in stats["maxValues"]  # a NaN: computed from the data, as before
+    with pytest.raises(RuntimeError, match="given already"):
+        collector.add_footer(("i",), [])
     with pytest.raises(KeyError):
-        collector.add_bounds(("missing",), 1, 2)
+        collector.add_footer(("missing",), [])
+
+
+def test_update_from_file_computes_what_the_footer_lacks() -> None:
+    collector = _footer_collector()
+    data = pa.table(
+        {
+            "i": [4, None, -2],
+            "t": pa.array([1_999, None, None], pa.timestamp("ms")),  # the file's own unit
+            "d": pa.array([3, 1, None], pa.date32()),
+            "dec": pa.array([Decimal("1.25"), None, None], pa.decimal128(5, 2)),
+            "f": [1.0, 2.0, None],
+        }
+    )
+    for name in ("i", "t", "d", "dec", "f"):
+        collector.update_from_file(data.to_batches(max_chunksize=2), [(name,)])
+    collector.num_records = 3
+    stats = collector.result()
+    assert stats["nullCount"] == {"i": 1, "t": 2, "d": 1, "dec": 2, "f": 1}
+    assert stats["minValues"] == {
+        "i": -2,
+        "t": "1970-01-01T00:00:01.999",
+        "d": "1970-01-02",
+        "dec": Decimal("1.25"),
+    }
+
+
+def test_use_footer_comes_before_the_rows() -> None:
+    collector = StatsCollector(pa.schema([("i", pa.int64())]))
+    collector.update(pa.table({"i": [1]}))
+    with pytest.raises(RuntimeError, match="before the first rows"):
+        collector.use_footer()
+
+
+@pytest.mark.parametrize("what", ["string", "binary"])
+def test_values_over_the_statistics_limit_in_nested_leaves_are_read_back(
+    storage: Storage, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    huge: Any = "\u00e9" * 3000 if what == "string" else b"x" * 5000
+    kind = pa.string() if what == "string" else pa.binary()
+    inner = pa.struct([("v", kind), ("n", pa.int32())])
+    values = [
+        {
+            "v": huge
+            if i == 5
+            else None
+            if i % 4 == 1
+            else (f"v{i}" if what == "string" else bytes([i])),
+            "n": i,
+        }
+        for i in range(12)
+    ]
+    table = pa.table(
+        {
+            "s": pa.array([v if i != 3 else None for i, v in enumerate(values)], inner),
+            "top": pa.array([huge if i == 8 else None for i in range(12)], kind),
+        }
+    )
+    read_back: list[list[tuple[str, ...]]] = []
+    real = writing.read_back_statistics
+
+    def spy(parquet: Any, stats: StatsCollector, paths: list[tuple[str, ...]]) -> None:
+        read_back.append(list(paths))
+        real(parquet, stats, paths)
+
+    monkeypatch.setattr(writing, "read_back_statistics", spy)
+    assert written(storage, table, row_group_size=4) == computed(table)
+    # Strings over 4 KiB have no footer min/max in their row groups; binaries need none.
+    assert read_back == ([[("s", "v"), ("top",)]] if what == "string" else [])
 
 
 ROW = st.fixed_dictionaries(
@@ -283,3 +414,41 @@ def test_footer_stats_equal_computed_on_random_rows(
     table = pa.Table.from_pylist(rows, schema=RANDOM_SCHEMA)
     storage = Storage.for_table(str(tmp_path_factory.mktemp("random")))
     assert written(storage, table, row_group_size=row_group_size) == computed(table)
+
+
+def test_leaves_after_arrays_maps_and_extensions_are_found_by_position(storage: Storage) -> None:
+    """Parquet leaves are matched to arrow leaves by position: columns written as several
+    leaves (arrays of structs, maps of structs, extension types) come before the leaves
+    whose statistics the footer gives, under names with dots."""
+    pair = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    dotted = pa.struct([("x.y", pa.string()), ("deep", pa.struct([("t", pa.int16())]))])
+    n = 30
+    columns: dict[str, pa.Array] = {
+        "pairs": pa.array(_values(n, lambda i: [{"a": i, "b": "x"}, None]), pa.list_(pair)),
+        "by_key": pa.array(
+            _values(n, lambda i: [(f"k{i}", {"a": -i, "b": None})]), pa.map_(pa.string(), pair)
+        ),
+        "fixed": pa.array(_values(n, lambda i: [i, i + 1]), pa.list_(pa.int32(), 2)),
+        "x.y": pa.array(_values(n, lambda i: i * 3 - 40), pa.int64()),
+        "s": pa.array(
+            _values(n, lambda i: {"x.y": f"s{i}", "deep": {"t": i}}, null_every=4), dotted
+        ),
+    }
+    if hasattr(pa, "uuid"):
+        columns["id"] = pa.ExtensionArray.from_storage(
+            pa.uuid(), pa.array(_values(n, lambda i: bytes([i]) * 16), pa.binary(16))
+        )
+    columns["last"] = pa.array(_values(n, lambda i: date(2024, 1, 1 + i % 28)), pa.date32())
+    table = pa.table(columns)
+    collector = StatsCollector(table.schema, -1)
+    footer = [".".join(c.path) for c in collector.use_footer()]
+    assert footer == ["x.y", "s.x.y", "s.deep.t", "last"]
+    with storage.open_parquet(write(storage, table).location) as source:
+        meta = pq.ParquetFile(source).metadata
+    layout = footer_stats._leaf_layout(meta.schema, table.schema)
+    # Every non-repeated leaf but the extension column's (taken as nested: not in footer).
+    assert {".".join(path): meta.schema.column(i).path for path, (i, _) in layout.items()} == {
+        name: name for name in footer
+    }
+    assert layout[("last",)] == (meta.num_columns - 1, "")
+    assert written(storage, table, row_group_size=7) == computed(table)

@@ -7,13 +7,9 @@ statistics of PROTOCOL.md "Per-file Statistics", nested by physical names for st
     {"numRecords": N, "minValues": {...}, "maxValues": {...}, "nullCount": {...},
      "tightBounds": true}
 
-Which columns (Delta Spark's `StatisticsCollection`):
-
-- `delta.dataSkippingNumIndexedCols` (default 32): the first N leaf columns of the data
-  schema (partition columns are not in data files, so they do not count), in schema order,
-  where each field of a struct counts as a leaf and an array or map counts as one leaf;
-  negative means all columns. Or
-- `delta.dataSkippingStatsColumns`: exactly the named columns (a struct names all its leaves).
+Which columns: `dvtool.core.stats_columns` (`delta.dataSkippingNumIndexedCols`, default the
+first 32 leaves, or `delta.dataSkippingStatsColumns`). How values are written (string
+truncation, timestamp text, the JSON): `dvtool.core.stats_values`.
 
 Which statistics:
 
@@ -26,12 +22,8 @@ Which statistics:
   ISO 8601 with milliseconds: `2021-01-01T00:00:00.000Z` with a time zone, and
   `2021-01-01T00:00:00.000` for `timestamp_ntz` (Spark's JSON default for it). Readers must
   widen max timestamps by 1 ms; Delta does.
-- Strings: the min is the first 32 characters of the min value. The max, when longer than
-  32 UTF-16 code units, is truncated like Delta Spark's `truncateMaxStringAgg`: the prefix
-  plus a tie-breaker, U+007F when the next character is below U+007F and U+10FFFF
-  otherwise (U+10FFFF characters in the way are kept, up to twice the prefix length; past
-  that the max is left out). The old tie-breaker U+FFFF of Delta 1.x/2.x is not used: it
-  is not an upper bound for strings continuing with a supplementary character, in UTF-8 order.
+- Strings: the min is the first 32 characters of the min value, the max a 32-character
+  prefix with Delta Spark's tie-breaker (`stats_values.truncate_max_string`).
 - Decimals are JSON numbers in plain notation; `float` columns are rendered with the
   shortest digits that read back to the same float32 (like Java's `Float.toString`).
 - NaN and infinities: the JSON never holds NaN or Infinity. Min/max ignore NaN for the min
@@ -41,23 +33,39 @@ Which statistics:
 - A column whose values are all null has no min/max; its nullCount is numRecords. Nested
   structs without any min/max are left out of minValues/maxValues.
 
-Min/max from a parquet footer: a writer that just wrote the file can call `defer_bounds()`
-before the first batch; the collector then stops computing min/max (one `min_max` pass per
-column and batch) for the leaves whose parquet statistics are exact and ordered as Arrow
-orders them: top-level signed integers, strings, `date32` and timestamps. The writer feeds
-each row group's footer min/max to `add_bounds` (timestamps as raw integers in the file's
-unit), and the data of any leaf whose footer lacks them to `update_bounds`. The statistics
-are the same either way; floats (NaN, signed zeros), decimals, binaries, `date64` and nested
-leaves are always computed from the data.
+Statistics from a parquet footer. The writer of a file has the statistics parquet computed
+for its footer; it calls `use_footer()` before the first batch, and `update` then leaves to
+the footer what the footer gives exactly (`update` still counts the rows):
+
+- nullCount, summed over the row groups, of every leaf that is one non-repeated parquet
+  column of a plain type (integers, float, double, decimal128, strings, binaries, booleans,
+  dates, timestamps), top-level or in structs (parquet counts a value under a null struct
+  as null, as Delta does). Not of arrays and maps (parquet counts their elements), variant
+  and null-typed columns (no statistics), dictionaries (a null dictionary value is null in
+  parquet, not in arrow's null count).
+- minValues/maxValues of those of them that are integers, strings, date32, timestamps or
+  decimal128: their parquet min/max are exact values of the data, in the order Arrow
+  compares them (signed or unsigned as the logical type says; strings byte-wise, which is
+  code point order; decimals as signed numbers with the column's scale; timestamps read raw,
+  in the file's unit, which need not be arrow's: seconds are written as milliseconds).
+  Still computed from the data: floats (parquet writers skip NaN, which decides whether
+  Delta's max exists, and write a zero min as -0.0 and a zero max as +0.0 whatever the data
+  held, while Delta's JSON keeps the sign Arrow's min_max found), date64, other decimal
+  widths, dictionaries.
+
+The writer gives each such leaf's row groups to `add_footer`, all or nothing: it returns
+False, taking none of them, when a row group has no null count, or no min/max although it
+holds values (pyarrow leaves out those of strings over 4 KiB), or values of another kind;
+the writer then reads those leaves back from the file into `update_from_file`. The
+statistics are byte for byte the same either way (tests/test_footer_stats.py).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -65,14 +73,38 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvtool.core.partitions import float32_shortest
-from dvtool.core.schema import StructType
-from dvtool.errors import LogError
+from dvtool.core.stats_columns import (
+    DEFAULT_NUM_INDEXED_COLS,
+    NUM_INDEXED_COLS_KEY,
+    STATS_COLUMNS_KEY,
+    IndexedColumns,
+    leaf_paths,
+    parse_column_list,
+    physical_column_paths,
+    select_leaves,
+    stats_columns_spec,
+    with_required_columns,
+)
+from dvtool.core.stats_values import (
+    ASCII_MAX_CHARACTER,
+    DEFAULT_STRING_PREFIX_LENGTH,
+    UTF8_MAX_CHARACTER,
+    date_text,
+    stats_json,
+    timestamp_text,
+    truncate_max_string,
+    truncate_min_string,
+)
 
 __all__ = [
+    "ASCII_MAX_CHARACTER",
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_STRING_PREFIX_LENGTH",
     "NUM_INDEXED_COLS_KEY",
     "STATS_COLUMNS_KEY",
+    "UTF8_MAX_CHARACTER",
+    "FooterColumn",
+    "FooterGroup",
     "StatsCollector",
     "leaf_paths",
     "parse_column_list",
@@ -84,19 +116,12 @@ __all__ = [
     "with_required_columns",
 ]
 
-NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
-STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
-DEFAULT_NUM_INDEXED_COLS = 32
-DEFAULT_STRING_PREFIX_LENGTH = 32
-
-ASCII_MAX_CHARACTER = "\x7f"
-UTF8_MAX_CHARACTER = "\U0010ffff"
-
-_STATS_KEY_ORDER = ("numRecords", "minValues", "maxValues", "nullCount", "tightBounds")
-_EPOCH = datetime(1970, 1, 1)
 _MS_PER_UNIT = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
+_TIMESTAMP_KINDS = ("timestamp", "timestamp_ntz")
 
-IndexedColumns = int | Sequence[str | Sequence[str]]
+# One row group's footer statistics of a column chunk: (rows in the row group, null count or
+# None when absent, min, max); min/max None when absent, timestamps as raw integers.
+FooterGroup = tuple[int, int | None, Any, Any]
 
 
 @dataclass
@@ -105,12 +130,24 @@ class _Leaf:
 
     path: tuple[str, ...]
     kind: str  # int, float, float32, decimal, date, timestamp, timestamp_ntz, string, none
-    unit: str = ""
+    unit: str = ""  # timestamps
+    scale: int = 0  # decimals
     minimum: Any = None
     maximum: Any = None
     null_count: int = 0
     has_nan: bool = False
-    deferred: bool = False  # min/max come from `add_bounds`/`update_bounds`, not `update`
+    footer_nulls: bool = False  # nullCount from the footer (or the file read back)
+    footer_bounds: bool = False  # min/max from the footer (or the file read back)
+    pending: bool = False  # footer statistics expected, not given yet
+
+
+@dataclass(frozen=True)
+class FooterColumn:
+    """A leaf whose statistics the footer of the file being written gives (`use_footer`):
+    its null count, and its min/max too when `bounds`."""
+
+    path: tuple[str, ...]
+    bounds: bool
 
 
 class StatsCollector:
@@ -135,9 +172,10 @@ class StatsCollector:
         self.schema = schema
         self.string_prefix_length = string_prefix_length
         self.num_records = 0
-        self._types = _select_leaves(schema, indexed_columns, opaque_columns)
-        self._leaves = [_Leaf(path, *_kind(t)) for path, t in self._types]
-        self._deferred: dict[tuple[str, ...], _Leaf] = {}
+        self._types = select_leaves(schema, indexed_columns, opaque_columns)
+        self._leaves = [_new_leaf(path, t) for path, t in self._types]
+        self._footer: dict[tuple[str, ...], _Leaf] = {}
+        self._active = self._leaves  # the leaves `update` computes something of
 
     @property
     def columns(self) -> list[tuple[str, ...]]:
@@ -152,64 +190,107 @@ class StatsCollector:
             return
         rows = batch.num_rows
         self.num_records += rows
-        if rows == 0:
+        if rows == 0 or not self._active:
             return
         cache: dict[tuple[str, ...], pa.Array | None] = {}
-        for leaf in self._leaves:
+        for leaf in self._active:
             array = _column(batch, leaf.path, cache)
             if array is None:  # not in this batch: all null, as Delta counts missing columns
-                leaf.null_count += rows
+                if not leaf.footer_nulls:
+                    leaf.null_count += rows
                 continue
-            leaf.null_count += array.null_count
-            if leaf.kind != "none" and not leaf.deferred and array.null_count < len(array):
+            nulls = array.null_count
+            if not leaf.footer_nulls:
+                leaf.null_count += nulls
+            if leaf.kind != "none" and not leaf.footer_bounds and nulls < len(array):
                 _update_min_max(leaf, array)
 
-    def defer_bounds(self) -> list[tuple[str, ...]]:
-        """Stop computing min/max in `update` for the leaves a parquet footer gives exactly.
-
-        Returns their paths (one name each: top-level columns only). The caller must then
-        pass every row group's footer min/max of each to `add_bounds`, or its data to
-        `update_bounds`, else their min/max are missing from `result`.
-        """
+    def use_footer(self) -> list[FooterColumn]:
+        """Leave to the parquet footer what it gives exactly (see module docstring); returns
+        those leaves. Call it before the first batch; the caller must then pass each leaf's
+        footer statistics to `add_footer`, or its data to `update_from_file`, before
+        `result`."""
+        if self.num_records:
+            raise RuntimeError("use_footer() must be called before the first rows")
         for leaf, (_, arrow_type) in zip(self._leaves, self._types, strict=True):
-            if leaf.kind != "none" and _footer_exact(leaf.path, arrow_type):
-                leaf.deferred = True
-                self._deferred[leaf.path] = leaf
-        return list(self._deferred)
+            if leaf.path in self._footer or arrow_type.id not in _FOOTER_NULLS_EXACT:
+                continue
+            leaf.footer_nulls = leaf.pending = True
+            leaf.footer_bounds = leaf.kind != "none" and arrow_type.id in _FOOTER_BOUNDS_EXACT
+            self._footer[leaf.path] = leaf
+        self._active = [
+            leaf
+            for leaf in self._leaves
+            if not (leaf.footer_nulls and (leaf.footer_bounds or leaf.kind == "none"))
+        ]
+        return [FooterColumn(leaf.path, leaf.footer_bounds) for leaf in self._footer.values()]
 
-    def add_bounds(self, path: tuple[str, ...], low: Any, high: Any, unit: str = "") -> bool:
-        """Merge one row group's footer min/max of the deferred leaf at `path`.
-
-        Values are python values as parquet statistics give them (int, str, date); for
-        timestamps raw integers in `unit` (`s`, `ms`, `us`, `ns`), floored to milliseconds
-        here. Returns False, merging nothing, when the values are not of the leaf's kind:
-        the caller then uses `update_bounds`.
-        """
-        leaf = self._deferred_leaf(path)
-        if not _footer_values_fit(leaf.kind, unit, low, high):
-            return False
-        if leaf.kind in ("timestamp", "timestamp_ntz"):
-            low, high = _floor_ms(low, unit), _floor_ms(high, unit)
+    def add_footer(
+        self, path: Sequence[str], groups: Iterable[FooterGroup], unit: str = ""
+    ) -> bool:
+        """Take the footer statistics of the leaf at `path`, one `FooterGroup` per row group
+        (timestamps as raw integers in `unit`: `s`, `ms`, `us`, `ns`, floored to milliseconds
+        here). All or nothing: False, taking none, when a row group lacks its null count, or
+        min/max although it holds values, or they are not of the leaf's kind; the caller then
+        passes the leaf's data to `update_from_file`."""
+        leaf = self._pending_leaf(path)
+        nulls = 0
+        low: Any = None
+        high: Any = None
+        for rows, null_count, lo, hi in groups:
+            if type(null_count) is not int or not 0 <= null_count <= rows:
+                return False
+            nulls += null_count
+            if not leaf.footer_bounds or null_count == rows:
+                continue
+            if not _footer_values_fit(leaf, unit, lo, hi):
+                return False
+            if leaf.kind in _TIMESTAMP_KINDS:
+                lo, hi = _floor_ms(lo, unit), _floor_ms(hi, unit)
+            if low is None or lo < low:
+                low = lo
+            if high is None or hi > high:
+                high = hi
+        leaf.null_count += nulls
         _merge_bounds(leaf, low, high)
+        leaf.pending = False
         return True
 
-    def update_bounds(self, batch: pa.RecordBatch, paths: Sequence[tuple[str, ...]]) -> None:
-        """Min/max of the deferred leaves at `paths` from the rows of `batch` (their data)."""
-        cache: dict[tuple[str, ...], pa.Array | None] = {}
-        for path in paths:
-            leaf = self._deferred_leaf(path)
-            array = _column(batch, leaf.path, cache)
-            if array is not None and array.null_count < len(array):
-                _update_min_max(leaf, array)
+    def update_from_file(
+        self, batches: Iterable[pa.RecordBatch], paths: Sequence[Sequence[str]]
+    ) -> None:
+        """The statistics `add_footer` refused for the leaves at `paths`, from all the rows of
+        the file written (`batches`, read back: those columns at least)."""
+        leaves = [self._pending_leaf(path) for path in paths]
+        for batch in batches:
+            rows = batch.num_rows
+            cache: dict[tuple[str, ...], pa.Array | None] = {}
+            for leaf in leaves if rows else ():
+                array = _column(batch, leaf.path, cache)
+                if array is None:
+                    leaf.null_count += rows
+                    continue
+                leaf.null_count += array.null_count
+                if leaf.footer_bounds and array.null_count < len(array):
+                    _update_min_max(leaf, array)
+        for leaf in leaves:
+            leaf.pending = False
 
-    def _deferred_leaf(self, path: tuple[str, ...]) -> _Leaf:
-        leaf = self._deferred.get(tuple(path))
+    def _pending_leaf(self, path: Sequence[str]) -> _Leaf:
+        leaf = self._footer.get(tuple(path))
         if leaf is None:
-            raise KeyError(f"no deferred statistics column {'.'.join(path)}")
+            raise KeyError(f"no footer statistics column {'.'.join(path)}")
+        if not leaf.pending:
+            raise RuntimeError(f"the footer statistics of {'.'.join(path)} were given already")
         return leaf
 
     def result(self, tight_bounds: bool | None = True) -> dict[str, Any]:
-        """The statistics so far; `tightBounds` is left out when `tight_bounds` is None."""
+        """The statistics so far; `tightBounds` is left out when `tight_bounds` is None.
+
+        Raises RuntimeError while footer statistics `use_footer` expects are missing."""
+        pending = [".".join(leaf.path) for leaf in self._footer.values() if leaf.pending]
+        if pending:
+            raise RuntimeError(f"footer statistics not given for {', '.join(pending)}")
         minimum: dict[str, Any] = {}
         maximum: dict[str, Any] = {}
         null_count: dict[str, Any] = {}
@@ -242,11 +323,11 @@ class StatsCollector:
                 low = None if low is None else float(float32_shortest(low))
                 high = None if high is None else float(float32_shortest(high))
             return low, high
-        if kind in ("timestamp", "timestamp_ntz"):
+        if kind in _TIMESTAMP_KINDS:
             zone = "Z" if kind == "timestamp" else ""
-            return _timestamp_text(low) + zone, _timestamp_text(high) + zone
+            return timestamp_text(low) + zone, timestamp_text(high) + zone
         if kind == "date":
-            return _date_text(low), _date_text(high)
+            return date_text(low), date_text(high)
         if kind == "string":
             prefix = self.string_prefix_length
             return truncate_min_string(low, prefix), truncate_max_string(high, prefix)
@@ -260,202 +341,13 @@ def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     target[path[-1]] = value
 
 
-# Column selection
-
-
-_OPAQUE = pa.null()  # the leaf type of an opaque column: statistics kind "none"
-
-
-def _select_leaves(
-    schema: pa.Schema, indexed_columns: IndexedColumns, opaque: frozenset[str] = frozenset()
-) -> list[tuple[tuple[str, ...], pa.DataType]]:
-    if isinstance(indexed_columns, bool):
-        raise TypeError("indexed_columns must be an int or a list of column paths")
-    if opaque:
-        # One leaf of no statistics kind per opaque column: nullCount only.
-        schema = pa.schema([pa.field(f.name, _OPAQUE) if f.name in opaque else f for f in schema])
-    if isinstance(indexed_columns, int):
-        limit = None if indexed_columns < 0 else indexed_columns
-        out: list[tuple[tuple[str, ...], pa.DataType]] = []
-        _first_leaves(list(schema), (), limit, out)
-        return out
-    wanted = [_as_path(p) for p in indexed_columns]
-    return _filter_leaves(list(schema), (), wanted)
-
-
-def leaf_paths(schema: pa.Schema, indexed_columns: IndexedColumns) -> list[tuple[str, ...]]:
-    """The leaf column paths `indexed_columns` selects in `schema` (see StatsCollector)."""
-    return [path for path, _ in _select_leaves(schema, indexed_columns)]
-
-
-def with_required_columns(
-    spec: IndexedColumns, schema: pa.Schema, required: Sequence[tuple[str, ...]]
-) -> IndexedColumns:
-    """`spec` widened so that the `required` physical paths get statistics too (clustering
-    columns must have them, PROTOCOL.md "Clustered Table"); `spec` itself when it already
-    covers them."""
-    selected = leaf_paths(schema, spec)
-    covered = set(selected)
-    missing = [
-        path for path in required if not any(leaf[: len(path)] == tuple(path) for leaf in covered)
-    ]
-    if not missing:
-        return spec
-    return [*selected, *(tuple(p) for p in missing)]
-
-
-def _first_leaves(
-    fields: list[pa.Field],
-    prefix: tuple[str, ...],
-    limit: int | None,
-    out: list[tuple[tuple[str, ...], pa.DataType]],
-) -> None:
-    for f in fields:
-        if limit is not None and len(out) >= limit:
-            return
-        if pa.types.is_struct(f.type):
-            _first_leaves(list(f.type), (*prefix, f.name), limit, out)
-        else:
-            out.append(((*prefix, f.name), f.type))
-
-
-def _filter_leaves(
-    fields: list[pa.Field], prefix: tuple[str, ...], wanted: list[tuple[str, ...]]
-) -> list[tuple[tuple[str, ...], pa.DataType]]:
-    """The leaves named by `wanted` (paths relative to `fields`), in schema order."""
-    out: list[tuple[tuple[str, ...], pa.DataType]] = []
-    names = {f.name for f in fields}
-    for f in fields:
-        here = [p for p in wanted if _name_matches(p[0], f.name, names)]
-        if not here:
-            continue
-        path = (*prefix, f.name)
-        if any(len(p) == 1 for p in here):
-            if pa.types.is_struct(f.type):
-                _first_leaves(list(f.type), path, None, out)
-            else:
-                out.append((path, f.type))
-        elif pa.types.is_struct(f.type):
-            out.extend(_filter_leaves(list(f.type), path, [p[1:] for p in here]))
-    return out
-
-
-def _name_matches(wanted: str, name: str, names: set[str]) -> bool:
-    """Exact match, or case-insensitive when no field has exactly the wanted name."""
-    if wanted == name:
-        return True
-    return wanted not in names and wanted.lower() == name.lower()
-
-
-def _as_path(path: str | Sequence[str]) -> tuple[str, ...]:
-    if isinstance(path, str):
-        parsed = parse_column_list(path)
-        if len(parsed) != 1:
-            raise ValueError(f"{path!r} is not one column path")
-        return parsed[0]
-    result = tuple(path)
-    if not result:
-        raise ValueError("empty column path")
-    return result
-
-
-def parse_column_list(text: str) -> list[tuple[str, ...]]:
-    """Spark's comma-separated multi-part identifiers: `a, b.c, `x.y`.z` -> paths.
-
-    Backticks quote a name (a doubled backtick is a literal one); whitespace around names is
-    ignored. Raises LogError on malformed text (an unclosed backtick, an empty name).
-    """
-    if not text.strip():
-        return []
-    paths: list[tuple[str, ...]] = []
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i].isspace():
-            i += 1
-        if i < n and text[i] == "`":
-            name, i = _quoted_name(text, i)
-        else:
-            start = i
-            while i < n and text[i] not in ".,`":
-                i += 1
-            name = text[start:i].strip()
-            if not name or any(ch.isspace() for ch in name):
-                raise LogError(f"bad column list {text!r}: bad column name {name!r}")
-        parts.append(name)
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            paths.append(tuple(parts))
-            return paths
-        if text[i] == ".":
-            i += 1
-        elif text[i] == ",":
-            paths.append(tuple(parts))
-            parts = []
-            i += 1
-        else:
-            raise LogError(f"bad column list {text!r} at position {i}")
-
-
-def _quoted_name(text: str, i: int) -> tuple[str, int]:
-    out = []
-    i += 1
-    while i < len(text):
-        if text[i] == "`":
-            if i + 1 < len(text) and text[i + 1] == "`":
-                out.append("`")
-                i += 2
-                continue
-            return "".join(out), i + 1
-        out.append(text[i])
-        i += 1
-    raise LogError(f"bad column list {text!r}: unclosed backtick")
-
-
-def physical_column_paths(
-    schema: StructType, logical_paths: Iterable[Sequence[str]], mode: str
-) -> list[tuple[str, ...]]:
-    """Logical column paths (matched case-insensitively, like Delta) as physical paths.
-
-    Paths that name no column of `schema`, or go through a non-struct, are skipped.
-    """
-    out = []
-    for path in logical_paths:
-        physical: list[str] = []
-        current: StructType | None = schema
-        for name in path:
-            f = current.get(name) if current is not None else None
-            if f is None:
-                break
-            physical.append(f.physical_name(mode))
-            current = f.type if isinstance(f.type, StructType) else None
-        else:
-            out.append(tuple(physical))
-    return out
-
-
-def stats_columns_spec(
-    configuration: Mapping[str, str], schema: StructType, mode: str
-) -> int | list[tuple[str, ...]]:
-    """What `StatsCollector(indexed_columns=...)` takes for a table's configuration.
-
-    `delta.dataSkippingStatsColumns` (logical names, mapped to physical paths) when set,
-    else `delta.dataSkippingNumIndexedCols` (default 32).
-    """
-    columns = configuration.get(STATS_COLUMNS_KEY)
-    if columns is not None:
-        return physical_column_paths(schema, parse_column_list(columns), mode)
-    text = configuration.get(NUM_INDEXED_COLS_KEY)
-    if text is None:
-        return DEFAULT_NUM_INDEXED_COLS
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise LogError(f"{NUM_INDEXED_COLS_KEY} is not an integer: {text!r}") from None
-
-
 # Min/max
+
+
+def _new_leaf(path: tuple[str, ...], t: pa.DataType) -> _Leaf:
+    kind, unit = _kind(t)
+    scale = t.scale if pa.types.is_decimal(t) else 0
+    return _Leaf(path, kind, unit, scale)
 
 
 def _kind(t: pa.DataType) -> tuple[str, str]:
@@ -506,38 +398,56 @@ def _column(
     return array
 
 
-def _footer_exact(path: tuple[str, ...], arrow_type: pa.DataType) -> bool:
-    """Whether parquet footer statistics hold this leaf's min/max exactly as `pc.min_max`
-    gives them: top-level signed integers, strings (both byte-wise ordered), date32 and
-    timestamps. Floats are not (writers skip NaN and store zeros as -0.0/+0.0), nor
-    decimals, date64 (written as days), dictionaries or leaves inside structs."""
-    if len(path) != 1:
-        return False
-    t = arrow_type
-    return bool(
-        pa.types.is_signed_integer(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_timestamp(t)
+# Arrow types (by type id: any unit, zone, precision) whose parquet footer null count is
+# arrow's null count (with parent struct nulls merged in): one non-repeated column of a plain
+# type. Not dictionaries: parquet counts a null dictionary value as null.
+_FOOTER_NULLS_EXACT = frozenset(
+    t.id
+    for t in (
+        pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+        pa.uint64(), pa.float32(), pa.float64(), pa.decimal128(1), pa.string(),
+        pa.large_string(), pa.binary(), pa.large_binary(), pa.binary(1), pa.bool_(),
+        pa.date32(), pa.date64(), pa.timestamp("s"),
     )
+)  # fmt: skip
+# Arrow types whose parquet footer min/max are what `pc.min_max` gives: integers (signed or
+# unsigned, as their logical type says), strings (byte-wise ordered), date32, timestamps and
+# decimal128. Not floats (writers skip NaN and store zeros as -0.0/+0.0), nor date64
+# (written as days), nor dictionaries.
+_FOOTER_BOUNDS_EXACT = frozenset(
+    t.id
+    for t in (
+        pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+        pa.uint64(), pa.string(), pa.large_string(), pa.date32(), pa.timestamp("s"),
+        pa.decimal128(1),
+    )
+)  # fmt: skip
 
 
-def _footer_values_fit(kind: str, unit: str, low: Any, high: Any) -> bool:
-    """Whether footer values `low`/`high` are what a leaf of `kind` holds."""
-    if kind in ("timestamp", "timestamp_ntz"):
-        wanted: tuple[type, ...] = (int,)
+def _footer_values_fit(leaf: _Leaf, unit: str, low: Any, high: Any) -> bool:
+    """Whether footer min/max `low`/`high` are exactly what the leaf's data gives: values of
+    its kind (decimals with its scale, which decides their JSON), in order."""
+    kind = leaf.kind
+    if kind in _TIMESTAMP_KINDS:
         if unit not in _MS_PER_UNIT:
             return False
+        wanted: type = int
     elif kind == "int":
-        wanted = (int,)
+        wanted = int
     elif kind == "string":
-        wanted = (str,)
+        wanted = str
     elif kind == "date":
-        return all(type(v) is date for v in (low, high))
+        wanted = date  # exactly: not a datetime
+    elif kind == "decimal":
+        if not (type(low) is Decimal and type(high) is Decimal):
+            return False
+        if not (low.is_finite() and high.is_finite()):
+            return False
+        exponents = (low.as_tuple().exponent, high.as_tuple().exponent)
+        return exponents == (-leaf.scale, -leaf.scale) and low <= high
     else:
         return False
-    return all(isinstance(v, wanted) and not isinstance(v, bool) for v in (low, high))
+    return type(low) is wanted and type(high) is wanted and low <= high
 
 
 def _merge_bounds(leaf: _Leaf, low: Any, high: Any) -> None:
@@ -551,10 +461,11 @@ def _merge_bounds(leaf: _Leaf, low: Any, high: Any) -> None:
 
 def _update_min_max(leaf: _Leaf, array: pa.Array) -> None:
     kind = leaf.kind
-    if kind in ("timestamp", "timestamp_ntz"):
-        values = array.cast(pa.int64())
-        low, high = _min_max(values)
-        low, high = _floor_ms(low, leaf.unit), _floor_ms(high, leaf.unit)
+    if kind in _TIMESTAMP_KINDS:
+        # The array's own unit: a file read back may hold another unit than the schema's.
+        unit = array.type.unit if pa.types.is_timestamp(array.type) else leaf.unit
+        low, high = _min_max(array.cast(pa.int64()))
+        low, high = _floor_ms(low, unit), _floor_ms(high, unit)
     else:
         if kind in ("float", "float32") and not leaf.has_nan:
             leaf.has_nan = bool(pc.any(pc.is_nan(array)).as_py())
@@ -579,94 +490,3 @@ def _floor_ms(value: int | None, unit: str) -> int | None:
     divisor = _MS_PER_UNIT[unit]
     assert divisor is not None
     return value // divisor
-
-
-def _timestamp_text(ms: int) -> str:
-    """Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmm` (no zone)."""
-    value = _EPOCH + timedelta(milliseconds=ms)
-    return (
-        f"{_date_text(value)}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
-        f".{value.microsecond // 1000:03d}"
-    )
-
-
-def _date_text(value: date) -> str:
-    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
-
-
-def truncate_min_string(value: str, prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH) -> str:
-    """The min string as Delta Spark stores it: its first `prefix_length` characters."""
-    return value[: max(prefix_length, 0)]
-
-
-def truncate_max_string(
-    value: str, prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH
-) -> str | None:
-    """Delta Spark's `truncateMaxStringAgg`: a short upper bound of `value`, or None.
-
-    Lengths count UTF-16 code units, as Java strings do. A value of at most `prefix_length`
-    units is kept. Otherwise the prefix (not splitting a surrogate pair) is extended over any
-    U+10FFFF characters, then followed by U+007F if the next character is below it, else by
-    U+10FFFF; the result is greater than or equal to every string starting with that prefix
-    (in UTF-8 byte order), so it stays an upper bound. If the prefix would exceed twice
-    `prefix_length` units, there is no bound (None: the max is left out).
-    """
-    units = _utf16_length(value)
-    if units <= prefix_length:
-        return value
-    if prefix_length <= 0:
-        return None
-    chars = list(value)
-    # Characters (code points) covering the first prefix_length units, not splitting a pair.
-    count, used = 0, 0
-    while count < len(chars) and used < prefix_length:
-        used += _units(chars[count])
-        count += 1
-    limit = 2 * prefix_length
-    while used <= limit:
-        if count >= len(chars):
-            return value
-        ch = chars[count]
-        if ch == UTF8_MAX_CHARACTER:
-            count += 1
-            used += 2
-        elif ch < ASCII_MAX_CHARACTER:
-            return "".join(chars[:count]) + ASCII_MAX_CHARACTER
-        else:
-            return "".join(chars[:count]) + UTF8_MAX_CHARACTER
-    return None
-
-
-def _units(ch: str) -> int:
-    return 2 if ord(ch) > 0xFFFF else 1
-
-
-def _utf16_length(text: str) -> int:
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-# JSON
-
-
-def stats_json(stats: Mapping[str, Any]) -> str:
-    """Compact JSON of `stats`, `numRecords` first (readers match `^{"numRecords":N`).
-
-    Decimals are written as plain JSON numbers; NaN and infinities are refused (ValueError).
-    """
-    ordered = {k: stats[k] for k in _STATS_KEY_ORDER if k in stats}
-    ordered.update({k: v for k, v in stats.items() if k not in ordered})
-    return _dump(ordered)
-
-
-def _dump(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "{" + ",".join(f"{_dump(str(k))}:{_dump(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_dump(v) for v in value) + "]"
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{value} cannot be written as JSON")
-        return f"{value:f}"
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value} cannot be written as JSON")
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)

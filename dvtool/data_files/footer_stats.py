@@ -2,9 +2,10 @@
 
 - `row_group_stats` (reading): min, max and null count per column of each row group, as
   python values, so scans skip row groups the predicate cannot match.
-- `footer_bounds` (writing): the min/max of a file just written, taken from its footer
-  instead of being computed batch by batch (see `StatsCollector.defer_bounds`); leaves the
-  footer has no usable statistics for are read back from the file.
+- `footer_statistics` (writing): the null counts and min/max of a file just written, taken
+  from its footer (the writer's own metadata) instead of being computed batch by batch
+  (see `StatsCollector.use_footer`); `read_back_statistics` reads the leaves the footer has
+  no usable statistics for back from the file.
 
 Both read INT64 timestamp statistics from their raw values (`timestamp_unit`): pyarrow would
 import pandas to convert those with a zone or in nanoseconds.
@@ -13,6 +14,7 @@ import pandas to convert those with a zone or in nanoseconds.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +25,16 @@ from dvtool.core import arrow_values
 from dvtool.data_files.reading import open_parquet_file, row_group_starts
 
 if TYPE_CHECKING:
-    from dvtool.core.stats_collect import StatsCollector
+    from dvtool.core.stats_collect import FooterColumn, FooterGroup, StatsCollector
     from dvtool.storage.data_file_storage import DataFileStorage
 
-__all__ = ["RowGroupStats", "footer_bounds", "row_group_stats", "timestamp_unit"]
+__all__ = [
+    "RowGroupStats",
+    "footer_statistics",
+    "read_back_statistics",
+    "row_group_stats",
+    "timestamp_unit",
+]
 
 _PARQUET_TIME_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
 
@@ -138,58 +146,154 @@ def timestamp_unit(column: pq.ColumnSchema) -> str | None:
 # -- writing: the statistics of a file just written ----------------------------------------
 
 
-def footer_bounds(
-    parquet: pq.ParquetFile, stats: StatsCollector, deferred: list[tuple[str, ...]]
+def footer_statistics(
+    meta: pq.FileMetaData,
+    schema: pa.Schema,
+    stats: StatsCollector,
+    columns: Sequence[FooterColumn],
+) -> list[tuple[str, ...]]:
+    """Give `stats` the statistics of the leaf `columns` (`StatsCollector.use_footer`) from
+    `meta`, the footer of the file just written with the arrow `schema`; returns the paths of
+    those it could not take there, to be read back from the file (`read_back_statistics`).
+
+    Leaves are found by position: the parquet leaf columns are the arrow schema's leaves in
+    order (a dotted parquet path is ambiguous when names hold dots), each checked to be the
+    non-repeated column of that path.
+    """
+    if not columns:
+        return []
+    layout = _footer_layout(meta, schema)
+    groups = [meta.row_group(rg) for rg in range(meta.num_row_groups)]
+    missing = []
+    for column in columns:
+        found = layout.get(column.path)
+        if found is None or not _add_footer_column(groups, *found, column, stats):
+            missing.append(column.path)
+    return missing
+
+
+def read_back_statistics(
+    parquet: pq.ParquetFile, stats: StatsCollector, paths: Sequence[tuple[str, ...]]
 ) -> None:
-    """Give `stats` the min/max of the `deferred` top-level leaves from the footer of the
-    file just written; leaves the footer has no usable statistics for in some row group
-    (pyarrow leaves out strings over 4 KiB, for one) are read back from the file."""
-    meta = parquet.metadata
-    columns = _top_level_columns(meta)
-    missing = [
-        path
-        for path in deferred
-        if path[0] not in columns or not _add_column_bounds(meta, columns[path[0]], path, stats)
-    ]
-    if not missing:
-        return
-    names = [path[0] for path in missing]
+    """The statistics of the leaves at `paths` from the rows of the file just written, for
+    those the footer lacks (pyarrow leaves out the min/max of strings over 4 KiB)."""
+    names = list(dict.fromkeys(path[0] for path in paths))
     # A dotted name would select a nested field: read every column then.
     selected = None if any("." in name for name in names) else names
-    for batch in parquet.iter_batches(columns=selected):
-        stats.update_bounds(batch, missing)
+    stats.update_from_file(parquet.iter_batches(columns=selected), paths)
 
 
-def _top_level_columns(meta: pq.FileMetaData) -> dict[str, int]:
-    """Leaf index by name of the top-level, non-repeated leaf columns whose name has no dot
-    (a dotted path is a field inside a struct, or ambiguous with one)."""
-    out = {}
-    for index in range(meta.num_columns):
-        column = meta.schema.column(index)
-        if column.max_repetition_level == 0 and "." not in column.path:
-            out[column.path] = index
+# A non-repeated parquet leaf column: its index, and `timestamp_unit` of it.
+_Leaf = tuple[int, str | None]
+
+# The layout of the last file: a rewrite writes many files of one schema. A tuple, replaced
+# whole (threads may race to fill it: each then computes the same layout).
+_last_layout: tuple[pa.Schema, pq.ParquetSchema, dict[tuple[str, ...], _Leaf]] | None = None
+
+
+def _footer_layout(meta: pq.FileMetaData, schema: pa.Schema) -> dict[tuple[str, ...], _Leaf]:
+    """`_leaf_layout` of a file, the last one's when the file has the same arrow and parquet
+    schemas (both compared: the parquet schema also depends on the writer's options)."""
+    global _last_layout
+    parquet_schema = meta.schema
+    last = _last_layout
+    if last is not None and last[0].equals(schema) and last[1].equals(parquet_schema):
+        return last[2]
+    layout = _leaf_layout(parquet_schema, schema)
+    _last_layout = (schema, parquet_schema, layout)
+    return layout
+
+
+def _leaf_layout(
+    parquet_schema: pq.ParquetSchema, schema: pa.Schema
+) -> dict[tuple[str, ...], _Leaf]:
+    """The non-repeated leaves (top level or in structs) of a file written with the arrow
+    `schema`, by arrow path; empty when the parquet schema has another layout, without the
+    leaves whose parquet column is not the one expected."""
+    paths: list[tuple[str, ...] | None] = []
+    _arrow_leaves(schema, (), paths)
+    if len(paths) != len(parquet_schema):
+        return {}
+    out: dict[tuple[str, ...], _Leaf] = {}
+    for index, path in enumerate(paths):
+        if path is None or path in out:
+            continue
+        column = parquet_schema.column(index)
+        if column.max_repetition_level == 0 and column.path == ".".join(path):
+            out[path] = (index, timestamp_unit(column))
     return out
 
 
-def _add_column_bounds(
-    meta: pq.FileMetaData, index: int, path: tuple[str, ...], stats: StatsCollector
+# Arrow types written as repeated parquet columns (their leaves are inside arrays or maps).
+_REPEATED_TYPES = tuple(
+    getattr(pa, name)
+    for name in (
+        "ListType",
+        "LargeListType",
+        "FixedSizeListType",
+        "MapType",
+        "ListViewType",
+        "LargeListViewType",
+    )
+    if hasattr(pa, name)
+)
+_NOT_FLAT_TYPES = (*_REPEATED_TYPES, pa.BaseExtensionType)
+
+
+def _arrow_leaves(
+    fields: Iterable[pa.Field], prefix: tuple[str, ...], out: list[tuple[str, ...] | None]
+) -> None:
+    """The parquet leaf columns of `fields` in order: the path of each leaf of a struct
+    nesting, None for each leaf inside an array or map (repeated) or an extension type."""
+    for f in fields:
+        t = f.type
+        if isinstance(t, pa.StructType):
+            _arrow_leaves(t, (*prefix, f.name), out)
+        elif isinstance(t, _NOT_FLAT_TYPES):
+            out.extend([None] * _leaf_count(t))
+        else:
+            out.append((*prefix, f.name))
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    """How many parquet leaf columns a column of arrow type `t` is written as."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaf_count(t.storage_type)
+    if isinstance(t, pa.StructType):
+        return sum(_leaf_count(f.type) for f in t)
+    if isinstance(t, pa.MapType):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if isinstance(t, _REPEATED_TYPES):
+        return _leaf_count(t.value_type)
+    return 1
+
+
+def _add_footer_column(
+    groups: list[pq.RowGroupMetaData],
+    index: int,
+    unit: str | None,
+    column: FooterColumn,
+    stats: StatsCollector,
 ) -> bool:
-    """Pass every row group's min/max of leaf column `index` to `stats`; False when some row
-    group with non-null values has none."""
-    unit = timestamp_unit(meta.schema.column(index))
-    if unit is None:
-        return False
-    for rg in range(meta.num_row_groups):
-        chunk = meta.row_group(rg).column(index)
-        statistics = chunk.statistics
-        if statistics is None:
+    """Pass every row group's statistics of leaf column `index` (`unit`: its
+    `timestamp_unit`) to `stats`; False when it takes none (some row group lacks them: the
+    leaf is then read back)."""
+    if not column.bounds:
+        unit = ""
+    elif unit is None:
+        return False  # INT96 timestamps
+    raw = bool(unit)  # timestamps: integers in the file's unit
+    rows: list[FooterGroup] = []
+    for group in groups:
+        statistics = group.column(index).statistics
+        if statistics is None or not statistics.has_null_count:
             return False
-        if statistics.has_min_max:
-            raw = bool(unit)  # timestamps: integers in the file's unit
-            low = statistics.min_raw if raw else statistics.min
-            high = statistics.max_raw if raw else statistics.max
-            if not stats.add_bounds(path, low, high, unit):
-                return False
-        elif not (statistics.has_null_count and statistics.null_count == chunk.num_values):
-            return False  # values, but no min/max
-    return True
+        low = high = None
+        if column.bounds and statistics.has_min_max:
+            try:
+                low = statistics.min_raw if raw else statistics.min
+                high = statistics.max_raw if raw else statistics.max
+            except (ValueError, pa.ArrowException):
+                return False  # a logical type pyarrow cannot convert
+        rows.append((group.num_rows, statistics.null_count, low, high))
+    return stats.add_footer(column.path, rows, unit)

@@ -3,8 +3,9 @@
 `write_data_file` streams record batches into a new, uniquely named parquet file under a
 partition directory, collecting Delta statistics on the way, and returns a `WrittenFile`.
 Files are written through Arrow's native file streams (not a Python file object, whose
-writes would take the GIL per page), and the min/max the footer holds exactly are taken
-from the footer instead of being computed batch by batch (`footer_stats.footer_bounds`).
+writes would take the GIL per page), and the null counts and min/max the footer holds
+exactly are taken from the writer's footer metadata instead of being computed batch by
+batch (`footer_stats.footer_statistics`; the rest falls back to the computed statistics).
 How the finished file is put in place and made durable is `dvtool.data_files.publish`.
 """
 
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dvtool.core.stats_collect import StatsCollector, stats_json
-from dvtool.data_files.footer_stats import footer_bounds
+from dvtool.data_files.footer_stats import footer_statistics, read_back_statistics
 from dvtool.data_files.publish import BackgroundSync, publish_local, publish_remote
 from dvtool.errors import DvtoolError, StorageError
 from dvtool.storage.locations import encode_for_log
@@ -151,14 +152,19 @@ def _write_parquet_file(
     row_group_size: int,
     row_group_bytes: int,
 ) -> int:
-    """Write the local file `path` through an Arrow native stream, then complete `stats`
-    with the min/max of its footer; returns the number of rows written."""
-    deferred = stats.defer_bounds()
+    """Write the local file `path` through an Arrow native stream, with `stats` completed
+    from the writer's own footer metadata (no second read of the file, unless a leaf's
+    footer statistics are unusable); returns the number of rows written."""
+    footer = stats.use_footer()
+    collected: list[pq.FileMetaData] = []
     with pa.OSFile(path, "wb") as sink:
-        rows = _write_parquet(sink, batches, schema, stats, codec, row_group_size, row_group_bytes)
-    if deferred:
+        rows = _write_parquet(
+            sink, batches, schema, stats, codec, row_group_size, row_group_bytes, collected
+        )
+    missing = footer_statistics(collected[0], schema, stats, footer) if footer else []
+    if missing:
         with pa.OSFile(path, "rb") as source:
-            footer_bounds(pq.ParquetFile(source), stats, deferred)
+            read_back_statistics(pq.ParquetFile(source), stats, missing)
     return rows
 
 
@@ -170,12 +176,14 @@ def _write_parquet(
     codec: str,
     row_group_size: int,
     row_group_bytes: int,
+    metadata: list[pq.FileMetaData],
 ) -> int:
-    """Stream `batches` into `sink` as parquet; returns the number of rows written."""
+    """Stream `batches` into `sink` as parquet; returns the number of rows written and
+    appends the file's footer metadata (the writer's own, once closed) to `metadata`."""
     rows = 0
     pending: list[pa.RecordBatch] = []
     pending_rows = pending_bytes = 0
-    with pq.ParquetWriter(sink, schema, compression=codec) as writer:
+    with pq.ParquetWriter(sink, schema, compression=codec, metadata_collector=metadata) as writer:
         for batch in _record_batches(batches):
             if batch.num_rows == 0:
                 continue

@@ -20,7 +20,7 @@ only and keep the layout (shredded or not) of the input that holds them.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dvtool.core import arrow_values
 from dvtool.core.arrow_types import arrow_schema, delta_to_arrow_type
@@ -102,17 +103,22 @@ def write_bin(
     """
     columns = _Columns.of(table)
     codec = table.codec
+    # The first input's codec, noted when it is opened for its rows (not opened twice).
+    first_codec: list[str] = [] if codec is None else [codec]
     batches = (
         batch
         for source in rewrite_bin.inputs
-        for batch in _kept_batches(table, columns, source, rewrite_bin.partition_values)
+        for batch in _kept_batches(
+            table, columns, source, rewrite_bin.partition_values, first_codec
+        )
         if batch.num_rows
     )
     first = next(batches, None)
     if first is None:
         return None
     if codec is None:
-        codec = input_codec(table, rewrite_bin.inputs[0])
+        # Inputs are opened in order: the first one's codec is noted by now.
+        codec = first_codec[0] if first_codec else input_codec(table, rewrite_bin.inputs[0])
     schema = first.schema
     spec = with_required_columns(
         stats_columns_spec(configuration, table.schema, table.column_mapping_mode),
@@ -135,10 +141,14 @@ def input_codec(table: TableLayout, source: RewriteInput) -> str:
     """The codec of the first column chunk of `source` as pyarrow writes it (snappy when the
     file has no row group or a codec pyarrow cannot write)."""
     with open_parquet_file(table.storage, source.location) as parquet:
-        meta = parquet.metadata
-        if meta.num_row_groups == 0 or meta.num_columns == 0:
-            return "snappy"
-        name = str(meta.row_group(0).column(0).compression).upper()
+        return footer_codec(parquet.metadata)
+
+
+def footer_codec(meta: pq.FileMetaData) -> str:
+    """The codec of a file's first column chunk as pyarrow writes it (see `input_codec`)."""
+    if meta.num_row_groups == 0 or meta.num_columns == 0:
+        return "snappy"
+    name = str(meta.row_group(0).column(0).compression).upper()
     return FOOTER_CODECS.get(name, "snappy")
 
 
@@ -147,9 +157,19 @@ def _kept_batches(
     columns: _Columns,
     source: RewriteInput,
     partition_values: Mapping[str, str | None],
+    first_codec: list[str],
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of `source` its DV keeps, as the new file's columns."""
-    for batch in conformed_batches(table, columns.read_targets, source, source.drop, keep=True):
+    """The rows of `source` its DV keeps, as the new file's columns; when `first_codec` is
+    empty, the codec of `source` is put there as it is opened."""
+
+    def note_codec(parquet: pq.ParquetFile) -> None:
+        if not first_codec:
+            first_codec.append(footer_codec(parquet.metadata))
+
+    batches = conformed_batches(
+        table, columns.read_targets, source, source.drop, keep=True, on_open=note_codec
+    )
+    for batch in batches:
         yield _complete(batch, columns, partition_values)
 
 
@@ -160,17 +180,20 @@ def conformed_batches(
     rows: np.ndarray | None,
     *,
     keep: bool,
+    on_open: Callable[[pq.ParquetFile], object] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The batches of `source` as `targets`, without (keep=True) or with only (keep=False)
     the rows in `rows` (sorted uint64 row indexes); hidden row tracking columns, when
     targeted, hold the rows' stable values (the materialized one, else computed from the
-    file's row tracking fields)."""
+    file's row tracking fields). `on_open` is called with the opened file first."""
     hidden = (
         {table.row_tracking.row_id, table.row_tracking.commit_version}
         if (table.row_tracking)
         else set()
     )
     with open_parquet_file(table.storage, source.location) as parquet:
+        if on_open is not None:
+            on_open(parquet)
         plan = ColumnPlan.of(
             parquet.schema_arrow, targets, table.column_mapping_mode, frozenset(hidden)
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -20,6 +21,7 @@ from pyroaring import BitMap64
 
 from dvtool.core.deletion_vector import bitmap_rows
 from dvtool.core.schema import parse_schema
+from dvtool.engines import rewrite
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin, write_change_data
 from dvtool.storage import Storage
@@ -101,3 +103,37 @@ def test_change_data_holds_exactly_the_deleted_rows(source: Path, name: str) -> 
     assert got["id"].to_list() == want
     assert set(got["_change_type"].to_list()) == {"delete"}
     assert action["cdc"]["size"] == Path(location).stat().st_size
+
+
+@pytest.mark.parametrize("first_keeps_rows", [True, False])
+def test_each_input_is_opened_once_and_the_first_ones_codec_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_keeps_rows: bool
+) -> None:
+    """The codec of the new file is the first input's, read from the footer opened for its
+    rows (not from a second open), even when the DV deletes all of the first input's rows."""
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "s": [f"r{i}" for i in range(10)]})
+    pq.write_table(data, tmp_path / "a.parquet", compression="zstd")
+    pq.write_table(data, tmp_path / "b.parquet", compression="gzip")
+    table = _table(tmp_path)
+    all_rows = bitmap_rows(BitMap64(range(10)))
+    inputs = tuple(
+        RewriteInput(name, table.storage.resolve(name), drop)
+        for name, drop in (
+            ("a.parquet", None if first_keeps_rows else all_rows),
+            ("b.parquet", None),
+        )
+    )
+    opened: list[str] = []
+    real_open = rewrite.open_parquet_file
+
+    def counting_open(storage: Storage, location: str) -> Any:
+        opened.append(location.rpartition("/")[2])
+        return real_open(storage, location)
+
+    monkeypatch.setattr(rewrite, "open_parquet_file", counting_open)
+    written = write_bin(table, {}, RewriteBin(inputs, "out", {}))
+    assert written is not None
+    assert opened == ["a.parquet", "b.parquet"]
+    out = pq.ParquetFile(written.location).metadata
+    assert out.row_group(0).column(0).compression == "ZSTD"
+    assert out.num_rows == (20 if first_keeps_rows else 10)
