@@ -1,0 +1,109 @@
+"""Commands that read a table: `inspect` and `generate-manifest`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from dvtool.cli_options import (
+    EngineFactory,
+    TimestampParam,
+    engine_options,
+    json_option,
+    limit_option,
+    table_options,
+)
+
+if TYPE_CHECKING:
+    from dvtool.log.reader import DeltaLog
+
+
+@click.command()
+@table_options
+@click.option("--version", "version", type=click.IntRange(min=0), help="Read this version.")
+@click.option("--timestamp", type=TimestampParam(), help="Read the version as of this time.")
+@click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
+@click.option(
+    "--history",
+    type=click.IntRange(min=1),
+    is_flag=False,
+    flag_value=20,
+    default=None,
+    metavar="[N]",
+    help="Show the last N commits (default 20).",
+)
+@click.option(
+    "--verify", is_flag=True, help="Read every DV and data file footer; exit 6 on problems."
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="NAME=LIMIT",
+    help="CI gate, e.g. max-deleted-ratio=0.2; exit 3 when any fails. Repeatable.",
+)
+@click.option(
+    "--count-rows",
+    is_flag=True,
+    help="Read parquet footers of files whose stats lack numRecords, for exact row counts.",
+)
+@json_option
+@limit_option
+def inspect(
+    log: DeltaLog,
+    version: int | None,
+    timestamp: int | None,
+    files: bool,
+    history: int | None,
+    verify: bool,
+    checks: Sequence[str],
+    count_rows: bool,
+    as_json: bool,
+    limit: int | None,
+) -> None:
+    """Show a table, its files, its deletion vectors and their health."""
+    from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
+    from dvtool.render import Renderer
+
+    request = InspectRequest(
+        version=version,
+        timestamp_ms=timestamp,
+        files=files,
+        history=history,
+        verify=verify,
+        checks=tuple(parse_check(c) for c in checks),
+        count_rows=count_rows,
+        files_limit=None if as_json else limit,
+    )
+    renderer = Renderer(as_json, limit=limit)
+    with renderer.progress("verifying") as progress:
+        result = run_inspect(log, request, progress)
+    renderer.inspect(result)
+    click.get_current_context().exit(result.exit_code)
+
+
+@click.command("generate-manifest")
+@table_options
+@click.option(
+    "--purge-first",
+    is_flag=True,
+    help="Purge deletion vectors first (rewrite files with DVs), then write the manifests.",
+)
+@engine_options
+@json_option
+def generate_manifest(
+    log: DeltaLog,
+    purge_first: bool,
+    engine_for: EngineFactory,
+    as_json: bool,
+) -> None:
+    """Write symlink manifests (_symlink_format_manifest) for Presto, Trino and Athena."""
+    from dvtool.commands.manifest import run_generate_manifest
+    from dvtool.render import Renderer
+
+    renderer = Renderer(as_json)
+    with renderer.progress("purging") as progress:
+        result = run_generate_manifest(log, purge_first, engine_for, progress)
+    renderer.manifest(result)
