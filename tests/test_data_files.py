@@ -171,6 +171,30 @@ def test_iter_selected_row_groups_and_columns(storage: Storage) -> None:
         list(iter_file_batches(storage, storage.join("nope.parquet")))
 
 
+@pytest.mark.parametrize("batch_size", [30, 100, 101, 4096])
+def test_row_groups_read_whole_or_in_batches_give_the_same_rows(
+    storage: Storage, batch_size: int
+) -> None:
+    """Row groups no larger than a batch are read whole, larger ones in batches: the same
+    rows, columns and first-row indexes as pyarrow's own reader gives."""
+    written = write_data_file(
+        storage,
+        partition_dir="",
+        batches=[make_batch(0, 250)],
+        schema=SCHEMA,
+        stats=StatsCollector(SCHEMA),
+        row_group_size=100,
+    )
+    got = list(iter_file_batches(storage, written.location, ["id", "s"], batch_size))
+    assert all(batch.num_rows <= batch_size for _, batch in got)
+    firsts = [first for first, _ in got]
+    sizes = [batch.num_rows for _, batch in got]
+    assert firsts == [sum(sizes[:i]) for i in range(len(sizes))] and sum(sizes) == 250
+    whole = pa.Table.from_batches([batch for _, batch in got])
+    with storage.open_parquet(written.location) as source:
+        assert whole.equals(pq.ParquetFile(source).read(columns=["id", "s"]))
+
+
 def test_batches_are_cast_to_the_schema(storage: Storage) -> None:
     """Nullable fields, ns timestamps, tables and empty batches are conformed to the schema."""
     schema = pa.schema(

@@ -554,6 +554,25 @@ def test_nested_statistics_and_dotted_row_group_keys() -> None:
     assert pred.stats_match(4, {"st.inner.q": 11}, {"st.inner.q": 20}, {"st.inner.q": 0}) is ALL
 
 
+def test_stats_complete_needs_every_statistic_of_every_column_read() -> None:
+    pred = parse("st.inner.q > 10 AND id % 3 = 0")
+    full = {
+        "numRecords": 4,
+        "minValues": {"st": {"inner": {"q": 1}}, "id": 0},
+        "maxValues": {"st": {"inner": {"q": 5}}, "id": 9},
+        "nullCount": {"st": {"inner": {"q": 0}}, "id": 0},
+    }
+    assert pred.stats_complete(full)
+    assert not pred.stats_complete(None) and not pred.stats_complete({})
+    assert not pred.stats_complete({**full, "numRecords": None})
+    for section in ("minValues", "maxValues", "nullCount"):
+        assert not pred.stats_complete({**full, section: {"st": full[section]["st"]}})
+        assert not pred.stats_complete({**full, section: {"id": 0, "st": {"inner": {}}}})
+    assert parse("id > 1").stats_complete(
+        {"numRecords": 1, **{k: {"id": 1} for k in full if k != "numRecords"}}
+    )
+
+
 def test_backquoted_names_with_spaces_and_backquotes() -> None:
     schema = StructType((field("a`b c", "integer"),))
     pred = Predicate.parse("`a``b c` = 1", schema, [], "none")

@@ -136,6 +136,7 @@ class _Plan:
     skipped: int = 0
     whole: list[int] = field(default_factory=list)
     scan: list[int] = field(default_factory=list)
+    stats_checked: set[int] = field(default_factory=set)  # see ScanFile.stats_checked
 
 
 def run_delete(
@@ -186,13 +187,16 @@ def _plan(snapshot: Snapshot, request: DeleteRequest) -> _Plan:
     rows = snapshot.files.select(columns).to_pylist()
     plan = _Plan(snapshot, predicate, mode, rows)
     for index, row in enumerate(rows):
-        verdict = predicate.file_match(dict(row["partitionValues"] or []), _stats(row["stats"]))
+        stats = _stats(row["stats"])
+        verdict = predicate.file_match(dict(row["partitionValues"] or []), stats)
         if verdict is Match.NONE:
             plan.skipped += 1
         elif verdict is Match.ALL:
             plan.whole.append(index)
         else:
             plan.scan.append(index)
+            if predicate.stats_complete(stats):
+                plan.stats_checked.add(index)
     return plan
 
 
@@ -292,7 +296,9 @@ def _scan(
         if n is None:
             n = footer_row_count(log.storage, location)
         old = _old_rows(store, row, n)
-        files.append(ScanFile(row["path"], location, dict(row["partitionValues"] or []), n, old))
+        values = dict(row["partitionValues"] or [])
+        checked = index in plan.stats_checked
+        files.append(ScanFile(row["path"], location, values, n, old, stats_checked=checked))
         records.append(n)
         olds.append(old)
     if not files:

@@ -17,7 +17,8 @@ ask, so the conversions of the commands go through here instead:
 - `scalar(value, type)` is `pa.scalar(value, type)`; `TRUE` and `FALSE` are the boolean
   scalars (for `pc.fill_null(mask, FALSE)` and the like).
 - `from_numpy(values)` is `pa.array(values)` for a one-dimensional numeric or boolean numpy
-  array (no nulls): zero-copy for numbers, as pyarrow does.
+  array (no nulls): zero-copy for numbers, as pyarrow does; `to_numpy(array)` the other way,
+  `array.to_numpy()` for an integer or floating point array without nulls (zero-copy).
 - `empty_table(schema)` is `schema.empty_table()`, and `combined(column)` is
   `column.combine_chunks()`: both convert an empty list (the latter for a column without
   chunks).
@@ -58,6 +59,7 @@ __all__ = [
     "from_numpy",
     "infer_type",
     "scalar",
+    "to_numpy",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -113,6 +115,39 @@ def from_numpy(values: np.ndarray[Any, Any]) -> pa.Array:
     else:
         data = np.ascontiguousarray(values)
     return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(data)], 0)
+
+
+def to_numpy(values: pa.Array) -> np.ndarray[Any, Any]:
+    """`values.to_numpy()` of an integer or floating point array without nulls, zero-copy,
+    without the pandas check (pyarrow's own asks even for a plain int64 array)."""
+    typ = values.type
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)) or values.null_count:
+        raise TypeError(f"to_numpy takes numbers without nulls, not {typ} with nulls")
+    dtype = _NUMPY_TYPES[typ.id]
+    data = values.buffers()[1]
+    if data is None:
+        return np.empty(0, dtype=dtype)
+    return np.frombuffer(
+        data, dtype=dtype, count=len(values), offset=values.offset * dtype.itemsize
+    )
+
+
+_NUMPY_TYPES = {
+    t.id: np.dtype(name)
+    for t, name in [
+        (pa.int8(), "int8"),
+        (pa.int16(), "int16"),
+        (pa.int32(), "int32"),
+        (pa.int64(), "int64"),
+        (pa.uint8(), "uint8"),
+        (pa.uint16(), "uint16"),
+        (pa.uint32(), "uint32"),
+        (pa.uint64(), "uint64"),
+        (pa.float16(), "float16"),
+        (pa.float32(), "float32"),
+        (pa.float64(), "float64"),
+    ]
+}
 
 
 def combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -34,13 +34,19 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True)
 class ScanFile:
-    """One live file to scan."""
+    """One live file to scan.
+
+    `stats_checked`: the add's statistics held min, max and null count of every column the
+    predicate reads, and planning found they could not decide the file; a file of one row
+    group has the same bounds in its footer, so the scan does not check them again.
+    """
 
     path: str
     location: str
     partition_values: Mapping[str, str | None]
     num_records: int | None
     deleted: BitMap64 | None
+    stats_checked: bool = False
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from dvtool.core.schema import StructType
 from dvtool.predicate import arrow, parse, spark
 from dvtool.predicate.skipping import Match, Skipper
-from dvtool.predicate.statistics import ColumnStats, stats_from_json
+from dvtool.predicate.statistics import ColumnStats, stats_cover, stats_from_json
 from dvtool.predicate.tree import Expr, columns
 
 __all__ = ["Match", "Predicate"]
@@ -105,6 +105,11 @@ class Predicate:
         if num_records == 0:
             return Match.NONE
         return self._skipper.match(column_stats, partition_values)
+
+    def stats_complete(self, stats: Mapping[str, Any] | None) -> bool:
+        """Whether parsed add `stats` hold numRecords and the min, max and null count of
+        every data column path the predicate reads (all `file_match` can use)."""
+        return stats_cover(stats, self._skipper.data_paths)
 
     def stats_match(
         self,

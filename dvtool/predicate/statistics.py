@@ -154,6 +154,14 @@ def stats_from_json(
     return n, out
 
 
+def stats_cover(stats: Mapping[str, Any] | None, paths: Sequence[tuple[str, ...]]) -> bool:
+    """Whether parsed add `stats` hold `numRecords` and min, max and null count of `paths`."""
+    if not stats or stats.get("numRecords") is None:
+        return False
+    sections = [stats.get(k) for k in ("minValues", "maxValues", "nullCount")]
+    return all(_dig(section, path) is not None for path in paths for section in sections)
+
+
 def _dig(section: Any, path: tuple[str, ...]) -> Any:
     for part in path:
         if not isinstance(section, Mapping):

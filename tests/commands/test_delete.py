@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 import dvtool.commands.delete as delete_module
 import dvtool.data_files as data_files
-import dvtool.engines.arrow as arrow_engine
+import dvtool.engines.arrow_scan as arrow_scan
 from dvtool.cli import cli
 from dvtool.commands.delete import DeleteRequest, DeleteResult, run_delete
 from dvtool.commands.enable import run_enable
@@ -936,7 +936,7 @@ def _forbid_data_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a data file was read")
 
-    for module in (data_files, arrow_engine):
+    for module in (data_files, arrow_scan):
         monkeypatch.setattr(module, "iter_file_batches", boom)
         monkeypatch.setattr(module, "row_group_stats", boom)
     monkeypatch.setattr(data_files, "footer_row_count", boom)

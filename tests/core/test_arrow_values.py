@@ -191,6 +191,24 @@ def test_from_numpy_refuses_objects_and_matrices() -> None:
         av.from_numpy(np.zeros((2, 2)))
 
 
+@pytest.mark.parametrize(
+    "typ", [pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.uint64(), pa.float32(), pa.float64()]
+)
+def test_to_numpy_agrees_with_pyarrow(typ: pa.DataType) -> None:
+    values = pa.array([0, 1, 2, 3, 5, 8, 13], typ)
+    for array in (values, values.slice(2, 4), values.slice(7), pa.array([], typ)):
+        got = av.to_numpy(array)
+        assert got.dtype == array.to_numpy().dtype
+        assert got.tolist() == array.to_numpy().tolist()
+
+
+def test_to_numpy_refuses_nulls_and_other_types() -> None:
+    with pytest.raises(TypeError):
+        av.to_numpy(pa.array([1, None], pa.int64()))
+    with pytest.raises(TypeError):
+        av.to_numpy(pa.array(["a"]))
+
+
 def test_combined_and_empty_table() -> None:
     assert av.combined(pa.chunked_array([], pa.int64())).equals(pa.array([], pa.int64()))
     two = pa.chunked_array([[1], [2, 3]], pa.int64())

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
-import dvtool.engines.arrow as arrow_engine
+import dvtool.engines.arrow_scan as arrow_scan
 from dvtool.core.schema import parse_schema
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import ScanFile, TableLayout
@@ -237,7 +237,7 @@ class _Reads:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[str, list[int] | None, list[str] | None]] = []
-        real = arrow_engine.iter_file_batches
+        real = arrow_scan.iter_file_batches
 
         def spy(
             storage: Storage, location: str, columns: list[str] | None = None, **kw: Any
@@ -245,7 +245,7 @@ class _Reads:
             self.calls.append((location.rsplit("/", 1)[-1], kw.get("row_groups"), columns))
             return real(storage, location, columns=columns, **kw)
 
-        monkeypatch.setattr(arrow_engine, "iter_file_batches", spy)
+        monkeypatch.setattr(arrow_scan, "iter_file_batches", spy)
 
     def groups(self) -> list[int]:
         return sorted(g for _, groups, _ in self.calls for g in (groups or []))
