@@ -12,6 +12,13 @@ first use so that `import dvtool` stays cheap and starts nothing):
   where=None, dry_run=False, spark=None, storage_options=None) -> OptimizeResult`
 - `dvtool.vacuum(table, *, retain=None, dry_run=False, lite=False, force=False,
   storage_options=None) -> VacuumResult`
+- `dvtool.maintain(targets, *, recursive=False, dry_run=False, purge_ratio=None,
+  target_size=None, checkpoint_interval=None, retain=None, time_budget=None, spark=None,
+  storage_options=None) -> MaintainResult`
+- `dvtool.cleanup_log(table, *, dry_run=False, storage_options=None) -> LogCleanupResult`
+- `dvtool.checkpoint(table, *, storage_options=None) -> CheckpointResult`
+- `dvtool.restore(table, *, version=None, timestamp=None, dry_run=False,
+  storage_options=None) -> RestoreResult`
 
 Every result has `to_dict()`: the document `dvtool COMMAND --json` prints.
 
@@ -25,41 +32,71 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dvtool.api import delete, enable, inspect, optimize, vacuum
+    from dvtool.api import (
+        checkpoint,
+        cleanup_log,
+        delete,
+        enable,
+        inspect,
+        maintain,
+        optimize,
+        restore,
+        vacuum,
+    )
+    from dvtool.commands.checkpoint import CheckpointResult
     from dvtool.commands.delete import DeleteResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect import InspectResult
+    from dvtool.commands.log_cleanup import LogCleanupResult
+    from dvtool.commands.maintain import MaintainResult
     from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.restore import RestoreResult
     from dvtool.commands.vacuum import VacuumResult
     from dvtool.errors import DvtoolError
 
 __version__ = "0.1.0"
 __all__ = [
+    "CheckpointResult",
     "DeleteResult",
     "DvtoolError",
     "EnableResult",
     "InspectResult",
+    "LogCleanupResult",
+    "MaintainResult",
     "OptimizeResult",
+    "RestoreResult",
     "VacuumResult",
     "__version__",
+    "checkpoint",
+    "cleanup_log",
     "delete",
     "enable",
     "inspect",
+    "maintain",
     "optimize",
+    "restore",
     "vacuum",
 ]
 
 # Loaded on first access (module `__getattr__`): no pyarrow, fsspec or pyspark at import.
 _HOMES = {
+    "checkpoint": "dvtool.api",
+    "cleanup_log": "dvtool.api",
     "delete": "dvtool.api",
     "enable": "dvtool.api",
     "inspect": "dvtool.api",
+    "maintain": "dvtool.api",
     "optimize": "dvtool.api",
+    "restore": "dvtool.api",
     "vacuum": "dvtool.api",
+    "CheckpointResult": "dvtool.commands.checkpoint",
     "DeleteResult": "dvtool.commands.delete",
     "EnableResult": "dvtool.commands.enable",
     "InspectResult": "dvtool.commands.inspect",
+    "LogCleanupResult": "dvtool.commands.log_cleanup",
+    "MaintainResult": "dvtool.commands.maintain",
     "OptimizeResult": "dvtool.commands.optimize",
+    "RestoreResult": "dvtool.commands.restore",
     "VacuumResult": "dvtool.commands.vacuum",
     "DvtoolError": "dvtool.errors",
 }

@@ -1,6 +1,7 @@
 """dvtool's Python API: the commands as functions, for Airflow, Dagster and notebooks.
 
-`inspect`, `enable`, `delete`, `optimize` and `vacuum` take what the CLI takes, as keyword
+`inspect`, `enable`, `delete`, `optimize`, `vacuum`, `cleanup_log` (`vacuum --log`),
+`checkpoint` and `restore` take what the CLI takes, as keyword
 arguments, and return the command's result object; `result.to_dict()` is exactly the document
 `dvtool COMMAND --json` prints. Each opens the table at `table` (a local path or an fsspec URI
 such as `s3://bucket/t`, with `storage_options` for its backend, as `--storage-option` gives
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvtool.errors import UsageError
@@ -43,15 +44,29 @@ from dvtool.errors import UsageError
 if TYPE_CHECKING:
     import datetime as dt
 
+    from dvtool.commands.checkpoint import CheckpointResult
     from dvtool.commands.delete import DeleteResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect import InspectResult
+    from dvtool.commands.log_cleanup import LogCleanupResult
+    from dvtool.commands.maintain import MaintainResult
     from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.restore import RestoreResult
     from dvtool.commands.vacuum import VacuumResult
     from dvtool.engines.base import Engine
     from dvtool.log.reader import DeltaLog
 
-__all__ = ["delete", "enable", "inspect", "optimize", "vacuum"]
+__all__ = [
+    "checkpoint",
+    "cleanup_log",
+    "delete",
+    "enable",
+    "inspect",
+    "maintain",
+    "optimize",
+    "restore",
+    "vacuum",
+]
 
 
 def inspect(
@@ -76,15 +91,9 @@ def inspect(
     """
     from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
 
-    timestamp_ms = None
-    if timestamp is not None:
-        import datetime as dt
-
-        aware = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=dt.timezone.utc)
-        timestamp_ms = int(aware.timestamp() * 1000)
     request = InspectRequest(
         version=version,
-        timestamp_ms=timestamp_ms,
+        timestamp_ms=_epoch_ms(timestamp),
         files=files,
         history=history,
         verify=verify,
@@ -124,6 +133,30 @@ def vacuum(
     retain_ms = parse_duration(retain) if retain is not None else None
     request = VacuumRequest(retain_ms, dry_run, lite, force)
     return run_vacuum(_open(table, storage_options), request)
+
+
+def cleanup_log(
+    table: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> LogCleanupResult:
+    """Delete the expired `_delta_log` entries (older than `delta.logRetentionDuration`,
+    before the newest checkpoint that old); `dvtool vacuum --log`. `result.reason` says why
+    nothing was deleted (e.g. `delta.enableExpiredLogCleanup` is false)."""
+    from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
+
+    return run_log_cleanup(_open(table, storage_options), LogCleanupRequest(dry_run=dry_run))
+
+
+def checkpoint(
+    table: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None
+) -> CheckpointResult:
+    """Write a checkpoint of the latest version, then clean up the log; `dvtool checkpoint`.
+    `result.log_cleanup` is the cleanup's `LogCleanupResult`."""
+    from dvtool.commands.checkpoint import run_checkpoint
+
+    return run_checkpoint(_open(table, storage_options))
 
 
 def delete(
@@ -180,6 +213,83 @@ def optimize(
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)
     with _engine(spark) as engine:
         return run_optimize(log, request, lambda _bytes: engine)
+
+
+def restore(
+    table: str | os.PathLike[str],
+    *,
+    version: int | None = None,
+    timestamp: dt.datetime | None = None,
+    dry_run: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> RestoreResult:
+    """Restore the table to an earlier `version`, or to the version as of `timestamp` (an
+    aware datetime; naive means UTC); `dvtool restore`. Exactly one of them. `dry_run`
+    plans and writes nothing. `result.version` is the committed version, `result.files`
+    the files re-added and removed, `result.metrics` Delta's RESTORE metrics. A restore
+    that needs vacuumed files raises `FileMissingError`; a concurrent commit,
+    `CommitConflictError` (nothing committed)."""
+    from dvtool.commands.restore import RestoreRequest, run_restore
+
+    request = RestoreRequest(version, _epoch_ms(timestamp), dry_run)
+    return run_restore(_open(table, storage_options), request)
+
+
+def _epoch_ms(timestamp: dt.datetime | None) -> int | None:
+    """`timestamp` in epoch milliseconds (a naive datetime is UTC)."""
+    if timestamp is None:
+        return None
+    import datetime as dt
+
+    aware = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=dt.timezone.utc)
+    return int(aware.timestamp() * 1000)
+
+
+def maintain(
+    targets: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    recursive: bool = False,
+    dry_run: bool = False,
+    purge_ratio: float | None = None,
+    target_size: int | None = None,
+    checkpoint_interval: int | None = None,
+    retain: str | None = None,
+    time_budget: str | None = None,
+    spark: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> MaintainResult:
+    """Purge, compact, checkpoint, vacuum and clean up the log of each table; `dvtool maintain`.
+
+    `targets` are tables, or with `recursive` prefixes searched for tables. The thresholds
+    default to the table properties (`purge_ratio`: `dvtool.maintain.purgeRatio`, else 0.2;
+    `target_size` bytes: `delta.targetFileSize`, else 256 MiB; `checkpoint_interval`:
+    `delta.checkpointInterval`, else 10); `retain` (`"30d"`) only lengthens the table's
+    retention; `time_budget` (`"30m"`) stops starting new steps and tables once spent.
+    `dry_run` plans and writes nothing; `spark` is a SparkSession to rewrite on. A table's
+    failure never raises: `result.tables` holds each one's plan, actions, metrics and
+    error, and `result.exit_code` is the worst of theirs.
+    """
+    from dvtool.commands.maintain import MaintainRequest, parse_option_duration, run_maintain
+
+    paths = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)
+    request = MaintainRequest(
+        purge_ratio=purge_ratio,
+        target_size=target_size,
+        checkpoint_interval=checkpoint_interval,
+        retain_ms=None if retain is None else parse_option_duration(retain, "retain"),
+        dry_run=dry_run,
+        time_budget_ms=(
+            None if time_budget is None else parse_option_duration(time_budget, "time_budget")
+        ),
+    )
+    with _engine(spark) as engine:
+        return run_maintain(
+            [os.fspath(p) for p in paths],
+            request,
+            recursive=recursive,
+            storage_options=storage_options,
+            engine_for=lambda _bytes: engine,
+        )
 
 
 def _open(table: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> DeltaLog:

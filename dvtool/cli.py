@@ -130,7 +130,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _register() -> None:
-    from dvtool.cli_commands import cleanup, reads, rewrites
+    from dvtool.cli_commands import cleanup, maintain, reads, restore, rewrites
 
     for command in (
         reads.inspect,
@@ -138,8 +138,11 @@ def _register() -> None:
         rewrites.delete,
         rewrites.optimize,
         cleanup.vacuum,
+        cleanup.checkpoint,
         reads.generate_manifest,
         rewrites.downgrade,
+        restore.restore,
+        maintain.maintain,
     ):
         cli.add_command(command)
 

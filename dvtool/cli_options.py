@@ -65,7 +65,22 @@ class SizeParam(click.ParamType):  # type: ignore[type-arg]
         return size
 
 
-def _storage_options(values: Sequence[str]) -> dict[str, str]:
+def storage_options_option(fn: F) -> F:
+    """`--storage-option KEY=VALUE`, repeatable; the command receives `storage_options`, the
+    values as given (`parse_storage_options` makes them a dict)."""
+    return click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Storage backend option: delta-rs/object_store keys (AWS_REGION, "
+        "AWS_ENDPOINT_URL, GOOGLE_SERVICE_ACCOUNT, ...) or the backend's own (endpoint_url, "
+        '...); see README "Storage options". Repeatable.',
+    )(fn)
+
+
+def parse_storage_options(values: Sequence[str]) -> dict[str, str]:
+    """The `--storage-option KEY=VALUE` values as a dict; UsageError for one without `=`."""
     return _key_values(values, "--storage-option")
 
 
@@ -76,17 +91,9 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     def opened(*args: Any, table: str, storage_options: Sequence[str], **kwargs: Any) -> Any:
         from dvtool.log.reader import open_log
 
-        return fn(*args, log=open_log(table, _storage_options(storage_options)), **kwargs)
+        return fn(*args, log=open_log(table, parse_storage_options(storage_options)), **kwargs)
 
-    wrapped = click.option(
-        "--storage-option",
-        "storage_options",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Storage backend option: delta-rs/object_store keys (AWS_REGION, "
-        "AWS_ENDPOINT_URL, GOOGLE_SERVICE_ACCOUNT, ...) or the backend's own (endpoint_url, "
-        '...); see README "Storage options". Repeatable.',
-    )(opened)
+    wrapped = storage_options_option(opened)
     # A Path completes as a local path in every shell; URIs (s3://...) pass unchanged.
     return click.argument("table", type=click.Path())(wrapped)
 

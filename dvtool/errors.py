@@ -14,6 +14,8 @@ This module does no IO, so the protocol core may raise these errors too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # kind -> (exit code, what it means). The classes below name their kind.
 EXIT_CODES: dict[str, tuple[int, str]] = {
     "ok": (0, "success (for inspect --check and --verify: every gate held, no problem found)"),
@@ -33,6 +35,30 @@ EXIT_CODES: dict[str, tuple[int, str]] = {
 def exit_code_of(kind: str) -> int:
     """The exit code of an error kind of `EXIT_CODES`."""
     return EXIT_CODES[kind][0]
+
+
+# The kinds of EXIT_CODES from worst to mildest, for a command that sums up several outcomes
+# in one exit code (`dvtool maintain`: the worst of its tables'): a bug, then what needs a
+# person to repair the table or its storage, then what they must decide or correct, then
+# what running again fixes.
+SEVERITY: tuple[str, ...] = (
+    "interrupted",
+    "internal",
+    "integrity",
+    "storage",
+    "not-found",
+    "refused",
+    "usage",
+    "error",
+    "conflict",
+    "check-failed",
+    "ok",
+)
+
+
+def worst_kind(kinds: Iterable[str]) -> str:
+    """The worst of `kinds` by `SEVERITY`; "ok" when there are none."""
+    return min(kinds, key=SEVERITY.index, default="ok")
 
 
 class DvtoolError(Exception):

@@ -28,12 +28,16 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from rich.console import Console
     from rich.progress import Progress
 
+    from dvtool.commands.checkpoint import CheckpointResult
     from dvtool.commands.delete import DeleteResult
     from dvtool.commands.downgrade import DowngradeResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect import FileEntry, InspectResult
+    from dvtool.commands.log_cleanup import LogCleanupResult
+    from dvtool.commands.maintain import MaintainResult
     from dvtool.commands.manifest import ManifestResult
     from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.restore import RestoreResult
     from dvtool.commands.vacuum import VacuumResult
 
 _LISTED_FILES = 20
@@ -158,9 +162,9 @@ class Renderer:
             for f in files
         )
         header = ("size", "records", "deleted", "ratio", "DV", "path  [partition]  [dv=DV file]")
-        self._listing("Live files", header, rows, total, "files")
+        self.listing("Live files", header, rows, total, "files")
 
-    def _listing(
+    def listing(
         self,
         title: str,
         header: Sequence[str],
@@ -224,7 +228,7 @@ class Renderer:
                 for ch in result.changes
             )
             header = ("rows deleted", "records", "action", "read", "path")
-            self._listing("Plan", header, rows, len(result.changes), "files")
+            self.listing("Plan", header, rows, len(result.changes), "files")
         # The totals come last, after any listing, where a log's reader looks.
         c.print(
             f"files: {result.files_skipped:,} skipped, {result.files_scanned:,} scanned, "
@@ -267,7 +271,7 @@ class Renderer:
                 for b in result.bins
             )
             header = ("inputs", "bytes", "rows", "rows dropped", "directory")
-            self._listing("Plan", header, plan_rows, len(result.bins), "new files")
+            self.listing("Plan", header, plan_rows, len(result.bins), "new files")
             c.print(plan)
         elif not result.versions:
             verb = "purge" if result.operation == "REORG" else "compact"
@@ -283,6 +287,11 @@ class Renderer:
             )
         for warning in result.checkpoint_warnings:
             self.err.print(f"[yellow]warning:[/] {escape(warning)}")
+
+    def restore(self, result: RestoreResult) -> None:
+        from dvtool.render_restore import render_restore
+
+        render_restore(self, result)
 
     # -- vacuum --------------------------------------------------------------------------------
 
@@ -307,7 +316,7 @@ class Renderer:
             if result.files:
                 rows = ((format_bytes(f.size), f.reason, f.path) for f in result.files)
                 header = ("size", "reason", "path")
-                self._listing("Files to delete", header, rows, len(result.files), "files")
+                self.listing("Files to delete", header, rows, len(result.files), "files")
         else:
             c.print(plan, soft_wrap=True)
             c.print(
@@ -331,6 +340,23 @@ class Renderer:
             )
         for warning in result.warnings:
             self.err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+    def log_cleanup(self, result: LogCleanupResult) -> None:
+        from dvtool import render_log  # checkpoint and vacuum --log views (dvtool.render_log)
+
+        render_log.log_cleanup(self, result)
+
+    def checkpoint(self, result: CheckpointResult) -> None:
+        from dvtool import render_log
+
+        render_log.checkpoint(self, result)
+
+    # -- maintain ------------------------------------------------------------------------------
+
+    def maintain(self, result: MaintainResult) -> None:
+        from dvtool.render_maintain import render_maintain
+
+        render_maintain(self, result)
 
     # -- generate-manifest and downgrade --------------------------------------------------------
 

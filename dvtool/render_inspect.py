@@ -4,7 +4,7 @@ The summary is lines of console markup and box tables (`summary_blocks`), drawn 
 (`print_summary`) or, off a terminal, as the same text without importing rich
 (`plain_summary`, see dvtool.plain_console): rich's import was most of the start-up of
 `dvtool inspect TABLE` on a small table (issue 12). The history, the verify report and the
-checks are drawn by rich; the file listing is `Renderer._listing`, shared with other commands.
+checks are drawn by rich; the file listing is `Renderer.listing`, shared with other commands.
 """
 
 from __future__ import annotations
@@ -164,4 +164,13 @@ def print_verify(console: Console, report: VerifyReport) -> None:
 def print_checks(console: Console, outcomes: Sequence[CheckOutcome]) -> None:
     for o in outcomes:
         mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
-        console.print(f"check {o.name}: {mark} (actual {o.actual:g}, limit {o.limit:g})")
+        actual, limit = _check_value(o.name, o.actual), _check_value(o.name, o.limit)
+        console.print(f"check {o.name}: {mark} (actual {actual}, limit {limit})")
+
+
+def _check_value(name: str, value: float) -> str:
+    """Sizes (`min-avg-file-size`) in bytes and units, counts and ratios as numbers."""
+    if name.endswith("-size"):
+        exact = f"{int(value):,} B"
+        return exact if value < 1024 else f"{exact} = {format_bytes(int(value))}"
+    return f"{value:g}"

@@ -104,6 +104,9 @@ README_CHECKS = [
     "max-inline-dvs",
     "max-files",
     "max-files-without-stats",
+    "max-small-files",
+    "max-log-files",
+    "min-avg-file-size",
 ]
 
 
@@ -809,7 +812,8 @@ def test_multiple_checks_in_json() -> None:
 @pytest.mark.parametrize("name", README_CHECKS)
 def test_every_documented_check_is_accepted(name: str) -> None:
     table = GOLDEN / "cdf-table-with-dv"
-    doc = run_json("inspect", table, "--version", "3", "--check", f"{name}=1000000")
+    limit = 1 if name.startswith("min-") else 1000000
+    doc = run_json("inspect", table, "--version", "3", "--check", f"{name}={limit}")
     [check] = doc["checks"]
     assert check["name"] == name and check["passed"] is True
     expected = {
@@ -820,6 +824,9 @@ def test_every_documented_check_is_accepted(name: str) -> None:
         "max-inline-dvs": 1,  # version 3 holds one inline DV (grep '"storageType":"i"')
         "max-files": 1,
         "max-files-without-stats": 0,
+        "max-small-files": 1,  # its one file of 635 B is below the 256 MiB target
+        "max-log-files": 4,  # versions 0-3, no checkpoint
+        "min-avg-file-size": 635,
     }[name]
     assert check["actual"] == pytest.approx(expected)
 

@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     "checks",
     multiple=True,
     metavar="NAME=LIMIT",
-    help="CI gate, e.g. max-deleted-ratio=0.2; exit 3 when any fails. Repeatable.",
+    help="CI gate, e.g. max-deleted-ratio=0.2; exit 3 when any fails. Repeatable. max-* "
+    "gates hold when the value is at most LIMIT: max-deleted-ratio, max-deleted-rows, "
+    "max-dv-files, max-files-with-dvs, max-inline-dvs, max-files, max-files-without-stats, "
+    "max-small-files (files below the compaction target size, delta.targetFileSize or "
+    "256 MiB), max-log-files (commits a reader replays after the newest checkpoint; a "
+    "checkpoint resets it). min-avg-file-size=SIZE (256MB, 1GiB) holds when the average "
+    "file size is at least SIZE.",
 )
 @click.option(
     "--count-rows",

@@ -78,8 +78,6 @@ from dvtool.commands.downgrade_history import (
 from dvtool.commands.downgrade_protocol import (
     DV_FEATURE,
     ENABLE_PROPERTY,
-    PROTECTION_FEATURE,
-    PROTECTION_PROPERTY,
     drop_detail,
     dv_file_count,
     dvs_enabled,
@@ -97,6 +95,7 @@ from dvtool.commands.downgrade_purge import (
 from dvtool.commands.downgrade_truncation import delete_history, truncation_plan
 from dvtool.commands.optimize import OptimizeResult, Progress
 from dvtool.core.features import require_writable
+from dvtool.core.log_cleanup import PROTECTION_FEATURE, PROTECTION_PROPERTY
 from dvtool.engines.base import Engine
 from dvtool.errors import UsageError, WriteRefusedError
 from dvtool.log.reader import DeltaLog

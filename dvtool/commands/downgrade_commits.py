@@ -18,7 +18,6 @@ from typing import Any
 
 from dvtool.commands.downgrade_protocol import (
     ENABLE_PROPERTY,
-    PROTECTION_PROPERTY,
     dvs_enabled,
     features_to_drop,
     protocol_after,
@@ -26,6 +25,7 @@ from dvtool.commands.downgrade_protocol import (
 )
 from dvtool.core.actions import Protocol
 from dvtool.core.conflicts import ReadSet
+from dvtool.core.log_cleanup import PROTECTION_PROPERTY
 from dvtool.core.replay import ActionBatch
 from dvtool.errors import CommitConflictError
 from dvtool.log.reader import DeltaLog

@@ -14,14 +14,13 @@ from collections.abc import Sequence
 
 from dvtool.core.actions import Protocol
 from dvtool.core.features import reader_features, writer_features
+from dvtool.core.log_cleanup import PROTECTION_FEATURE, PROTECTION_PROPERTY
 from dvtool.core.protocol_upgrade import dependent_features, without_features
 from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.log.snapshot import Snapshot
 
 DV_FEATURE = "deletionVectors"
-PROTECTION_FEATURE = "checkpointProtection"
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
-PROTECTION_PROPERTY = "delta.requireCheckpointProtectionBeforeVersion"
 
 
 def features_to_drop(protocol: Protocol, truncate: bool) -> tuple[str, ...]:

@@ -1,17 +1,19 @@
 """`dvtool inspect`: what a table holds, how many rows its DVs delete, and whether it is sound.
 
 Each function takes an opened table and returns a plain result object with `to_json()`; the
-CLI decides how to show it. The default summary is `dvtool.commands.inspect_summary`.
+CLI decides how to show it. The default summary is `dvtool.commands.inspect_summary`, the
+`--check` gates `dvtool.commands.inspect_checks`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from dvtool.commands.inspect_summary import TableSummary, summarize
+from dvtool.commands.inspect_checks import CHECK_NAMES, CheckOutcome, evaluate_checks, parse_check
+from dvtool.commands.inspect_summary import TableSummary, log_position, summarize
 from dvtool.commands.result import CommandResult
 from dvtool.core.features import require_readable
 from dvtool.core.schema import partition_physical_names
@@ -23,6 +25,24 @@ from dvtool.errors import (
     exit_code_of,
 )
 from dvtool.io_pool import map_io
+
+__all__ = [
+    "CHECK_NAMES",
+    "CheckOutcome",
+    "FileEntry",
+    "HistoryEntry",
+    "InspectRequest",
+    "InspectResult",
+    "Problem",
+    "VerifyReport",
+    "evaluate_checks",
+    "history",
+    "list_files",
+    "load_snapshot",
+    "parse_check",
+    "run_inspect",
+    "verify",
+]
 
 if TYPE_CHECKING:
     from dvtool.dvstore import DVStore
@@ -288,63 +308,6 @@ def _dv_problem_kind(error: DeletionVectorError) -> str:
     return "dv-" + "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")
 
 
-# -- checks ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    """One `--check NAME=LIMIT` gate and whether the table passes it."""
-
-    name: str
-    limit: float
-    actual: float
-    passed: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-_CHECKS: dict[str, Callable[[TableSummary], float]] = {
-    "max-deleted-ratio": lambda s: s.deleted_ratio,
-    "max-deleted-rows": lambda s: s.deleted_rows,
-    "max-dv-files": lambda s: s.dv_storage.dv_files,
-    "max-files-with-dvs": lambda s: s.files_with_dvs,
-    "max-inline-dvs": lambda s: s.dv_storage.inline_dvs,
-    "max-files": lambda s: s.num_files,
-    "max-files-without-stats": lambda s: s.files_without_stats,
-}
-CHECK_NAMES = tuple(sorted(_CHECKS))
-
-
-def parse_check(text: str) -> tuple[str, float]:
-    """Parse `NAME=LIMIT` (e.g. `max-deleted-ratio=0.2`); UsageError when it is not valid."""
-    name, sep, value = text.partition("=")
-    name = name.strip()
-    if not sep or name not in _CHECKS:
-        raise UsageError(
-            f"invalid --check {text!r}: expected NAME=LIMIT",
-            hint=f"Available checks: {', '.join(CHECK_NAMES)}.",
-        )
-    try:
-        limit = float(value)
-    except ValueError:
-        raise UsageError(f"invalid --check {text!r}: {value!r} is not a number") from None
-    if limit < 0:
-        raise UsageError(f"invalid --check {text!r}: the limit must not be negative")
-    return name, limit
-
-
-def evaluate_checks(
-    summary: TableSummary, checks: Sequence[tuple[str, float]]
-) -> list[CheckOutcome]:
-    """Evaluate each `max-*` gate: it passes when the actual value is at most the limit."""
-    outcomes = []
-    for name, limit in checks:
-        actual = float(_CHECKS[name](summary))
-        outcomes.append(CheckOutcome(name, limit, actual, actual <= limit))
-    return outcomes
-
-
 # -- the command -----------------------------------------------------------------------------
 
 
@@ -406,7 +369,7 @@ def run_inspect(
         from dvtool.commands.inspect_columns import count_missing_rows
 
         footers = count_missing_rows(snapshot, log)
-    summary = summarize(snapshot, footers)
+    summary = summarize(snapshot, footers, log_position(log, snapshot.version))
     files = None
     if request.files:
         from dvtool.dvstore import DVStore

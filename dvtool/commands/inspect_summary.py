@@ -11,7 +11,12 @@ The per-file totals have two evaluations of one definition:
 
 tests/commands/test_inspect_summary.py holds the two equal on every golden table and on
 generated file actions. Everything else in the summary comes from the snapshot's protocol
-and metadata, once.
+and metadata, once, except the log's health (`log_position`: the newest checkpoint and the
+commits a reader replays after it), which lists `_delta_log` from the checkpoint hint on.
+
+Small files are those below the table's compaction target size
+(`dvtool.core.target_file_size`: `delta.targetFileSize`, else 256 MiB), the files
+`dvtool optimize` compacts; a file without a size counts as small, as there.
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from dvtool.core.actions import ADD_FIELDS, REMOVE_FIELDS, has_plain_values
 from dvtool.core.features import reader_features, writer_features
+from dvtool.core.log_files import complete_checkpoints
 from dvtool.core.schema import StructType, type_string
 from dvtool.core.stats import num_records_of
+from dvtool.core.target_file_size import target_file_size
+from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dvtool.log.reader import DeltaLog
     from dvtool.log.snapshot import Snapshot
 
 RATIO_BUCKETS = 10
@@ -74,9 +83,51 @@ class TableSummary:
     dv_storage: DVStorage
     deleted_ratio_histogram: list[dict[str, Any]]
     num_tombstones: int
+    small_file_size: int | None
+    """The compaction target size: files below it are small (None: the property is no size)."""
+    small_files: int | None
+    avg_file_size: int
+    """Bytes per live file, rounded down (0 for a table without files)."""
+    checkpoint_version: int | None
+    """The newest complete checkpoint at or below `version` (None: none, or not looked up)."""
+    commits_since_checkpoint: int | None
+    """The commits a reader replays after that checkpoint (all of them without one)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class LogPosition:
+    """Where a version stands in its log: the newest complete checkpoint at or below it, and
+    how many commits after that checkpoint a reader must replay to reach it."""
+
+    version: int
+    checkpoint_version: int | None
+    commits_since_checkpoint: int
+
+
+def log_position(log: DeltaLog, version: int | None = None) -> LogPosition:
+    """The log position of `version` (None: the latest), from one listing of `_delta_log`.
+
+    The listing starts at the checkpoint `_last_checkpoint` points to when that checkpoint
+    is complete and not after `version` (as the log reader itself lists); else it is the
+    whole log.
+    """
+    hint = log.last_checkpoint_hint()
+    files = None
+    if hint is not None and (version is None or hint <= version):
+        files = log.list_files(start_after=f"{hint:020d}")
+        if hint not in complete_checkpoints(files):
+            files = None
+    if files is None:
+        files = log.list_files()
+    if version is None:
+        version = max(f.version for f in files)
+    checkpoints = complete_checkpoints(files)
+    checkpoint = max((v for v in checkpoints if v <= version), default=None)
+    since = version - (-1 if checkpoint is None else checkpoint)
+    return LogPosition(version, checkpoint, since)
 
 
 @dataclass
@@ -101,14 +152,24 @@ class FileTotals:
     """Files with a DV and rows, per deleted-ratio bucket of 10% (the last one takes >= 90%)."""
 
 
-def summarize(snapshot: Snapshot, row_counts: FooterCounts | None = None) -> TableSummary:
-    """Counts, sizes, DV health and the deleted-ratio histogram of a snapshot."""
-    if row_counts is None and summed_as_json(snapshot):
+def summarize(
+    snapshot: Snapshot,
+    row_counts: FooterCounts | None = None,
+    position: LogPosition | None = None,
+) -> TableSummary:
+    """Counts, sizes, DV health, the deleted-ratio histogram and the log position (when
+    given; `run_inspect` always looks it up) of a snapshot."""
+    small_file_size = _small_file_size(snapshot)
+    as_json = row_counts is None and summed_as_json(snapshot)
+    if as_json:
         totals = totals_from_actions(snapshot.state.live_files.actions)
         num_tombstones = len(snapshot.state.tombstones)
     else:
         totals = _totals_from_table(snapshot, row_counts)
         num_tombstones = snapshot.tombstones.num_rows
+    small_files = None
+    if small_file_size is not None:
+        small_files = count_small_files(snapshot, small_file_size, as_json=as_json)
     protocol = snapshot.protocol
     physical, deleted = totals.physical_rows, totals.deleted_rows
     return TableSummary(
@@ -137,7 +198,37 @@ def summarize(snapshot: Snapshot, row_counts: FooterCounts | None = None) -> Tab
         dv_storage=totals.dv_storage,
         deleted_ratio_histogram=_histogram(totals),
         num_tombstones=num_tombstones,
+        small_file_size=small_file_size,
+        small_files=small_files,
+        avg_file_size=totals.size_bytes // totals.num_files if totals.num_files else 0,
+        checkpoint_version=position.checkpoint_version if position else None,
+        commits_since_checkpoint=position.commits_since_checkpoint if position else None,
     )
+
+
+def _small_file_size(snapshot: Snapshot) -> int | None:
+    """The table's compaction target size; None when `delta.targetFileSize` is no size
+    (the summary still shows; the gate `max-small-files` reports the property)."""
+    try:
+        return target_file_size(snapshot.metadata.configuration)
+    except UsageError:
+        return None
+
+
+def count_small_files(snapshot: Snapshot, small_file_size: int, *, as_json: bool) -> int:
+    """The live files smaller than `small_file_size` bytes (no size: small, as compaction
+    takes them), over the JSON actions (`as_json`, see `summed_as_json`) or column-wise."""
+    if as_json:
+        adds = snapshot.state.live_files.actions
+        return sum(1 for add in adds if (add.get("size") or 0) < small_file_size)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dvtool.core import arrow_values
+
+    bound = arrow_values.scalar(min(small_file_size, 2**63 - 1), pa.int64())
+    small = pc.fill_null(pc.less(snapshot.files.column("size"), bound), arrow_values.TRUE)
+    return int(pc.sum(small).as_py() or 0)
 
 
 def summed_as_json(snapshot: Snapshot) -> bool:

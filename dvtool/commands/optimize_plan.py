@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from dvtool.core import arrow_values
-from dvtool.core.byte_size import parse_byte_size
 from dvtool.core.deletion_vector import DeletionVectorDescriptor, bitmap_rows
 from dvtool.core.file_layout import variant_columns
+from dvtool.core.target_file_size import target_file_size
 from dvtool.data_files import footer_column_types, footer_row_count
 from dvtool.dvstore import DVStore
 from dvtool.engines.base import RewriteBin, RewriteInput
@@ -37,7 +37,6 @@ from dvtool.log.table_root import require_inside_root
 if TYPE_CHECKING:  # imported only for --where: sqlglot and acero cost ~0.1 s at start-up
     from dvtool.predicate import Predicate
 
-DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
 COMPACTION_DELETED_RATIO = 0.05
 Bins = list[tuple[RewriteBin, list["Candidate"]]]
 
@@ -222,20 +221,10 @@ def _partition_filter(
 
 
 def _target_size(snapshot: Snapshot, request: OptimizeRequest) -> int:
-    """`--target-size`, else `delta.targetFileSize` (bytes or units), else 256 MiB."""
+    """`--target-size`, else the table's target file size (`core.target_file_size`)."""
     if request.target_size is not None:
         return request.target_size
-    configured = snapshot.metadata.configuration.get("delta.targetFileSize")
-    if not configured:
-        return DEFAULT_TARGET_SIZE
-    try:
-        size = parse_byte_size(configured)  # bytes or units, e.g. 134217728 or 128mb
-    except ValueError as e:
-        raise UsageError(
-            f"the table property delta.targetFileSize: {e}",
-            hint="Pass --target-size SIZE, or set the property to a size such as 128mb.",
-        ) from None
-    return size if size > 0 else DEFAULT_TARGET_SIZE
+    return target_file_size(snapshot.metadata.configuration)
 
 
 def bins(

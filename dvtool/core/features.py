@@ -101,6 +101,7 @@ COMMANDS: dict[str, Command] = {
         Command("vacuum"),
         Command("generate-manifest"),
         Command("downgrade", rewrites=True),
+        Command("restore", changes_data=True),
     )
 }
 # Operation names the commands used before the table above (commitInfo operations).

@@ -253,3 +253,14 @@ def _use_compactions(
             result.append(by_version[v])
             v += 1
     return result
+
+
+def monotonic_times(times: Iterable[int | None]) -> list[int]:
+    """Modification times made strictly increasing (a time not after its predecessor's
+    counts as the predecessor's + 1 ms), as Delta orders commits; unknown times count as 0."""
+    out: list[int] = []
+    previous = -1
+    for t in times:
+        previous = max(t or 0, previous + 1)
+        out.append(previous)
+    return out

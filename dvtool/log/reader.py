@@ -22,6 +22,7 @@ from dvtool.core.log_files import (
     LogFileKind,
     LogSegment,
     complete_checkpoints,
+    monotonic_times,
     parse_log_name,
     plan_segment,
 )
@@ -276,12 +277,7 @@ class _CommitTimes:
     def __init__(self, log: DeltaLog, commits: list[LogFile]) -> None:
         self.log = log
         self.commits = commits
-        self.file_times: list[int] = []
-        previous = -1
-        for f in commits:
-            current = max(f.modification_time_ms or 0, previous + 1)
-            self.file_times.append(current)
-            previous = current
+        self.file_times = monotonic_times(f.modification_time_ms for f in commits)
         self.cache: dict[int, int] = {}
 
     def at(self, index: int) -> int:

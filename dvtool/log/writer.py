@@ -13,8 +13,8 @@ raises `TransactionConflictError` (a `CommitConflictError`) so the command can r
 fresh snapshot.
 
 After a successful commit at version v with `v % delta.checkpointInterval == 0` (default 10),
-a classic checkpoint for v is written (V2 spec on v2Checkpoint tables), then
-`_last_checkpoint`. A failed checkpoint never fails the command: the commit stands and the
+a checkpoint for v is written and the expired log entries are cleaned up
+(`dvtool.log.checkpoint_writer`). Neither ever fails the command: the commit stands and the
 problem is reported in `CommitResult.checkpoint_warning`.
 """
 
@@ -25,8 +25,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow as pa
 
 from dvtool.core import row_tracking
 from dvtool.core.actions import Metadata
@@ -39,7 +37,6 @@ from dvtool.core.commit import (
     with_in_commit_timestamp,
 )
 from dvtool.core.conflicts import ConflictResult, ReadSet, check_winners, is_our_commit
-from dvtool.core.features import writer_features
 from dvtool.core.log_files import commit_name
 from dvtool.core.log_json import parse_commit
 from dvtool.core.replay import ActionBatch
@@ -50,6 +47,8 @@ from dvtool.errors import (
     FileMissingError,
     StorageError,
 )
+from dvtool.log.checkpoint_writer import CheckpointInfo, checkpoint_after_commit, write_checkpoint
+from dvtool.log.checkpoint_writer import checkpoint_interval as checkpoint_interval
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 
@@ -57,16 +56,7 @@ Actions = Sequence[Mapping[str, Any]]
 # Builds the actions for an attempt at `version`, given the winners seen so far (oldest first).
 ActionsBuilder = Callable[[int, Sequence[ActionBatch]], Actions]
 
-DEFAULT_CHECKPOINT_INTERVAL = 10
 _PUT_ATTEMPTS = 3
-_CODECS = {
-    "uncompressed": "none",
-    "none": "none",
-    "snappy": "snappy",
-    "gzip": "gzip",
-    "lz4_raw": "lz4",
-    "zstd": "zstd",
-}
 
 
 class CommitRace(DvtoolError):
@@ -106,18 +96,6 @@ class Backoff:
         base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
         spread = base * self.jitter
         return max(0.0, base - spread + rng.random() * 2 * spread)
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """A checkpoint this writer wrote."""
-
-    version: int
-    name: str
-    size: int
-    size_in_bytes: int
-    num_add_files: int
-    v2: bool
 
 
 @dataclass
@@ -327,89 +305,14 @@ class LogWriter:
     # -- checkpoints -----------------------------------------------------------------------
 
     def _maybe_checkpoint(self, result: CommitResult, metadata: Metadata | None) -> None:
-        version = result.version
-        try:
-            snapshot = None
-            configuration = _committed_configuration(result.actions, metadata)
-            if configuration is None:
-                snapshot = self.log.snapshot(version)
-                configuration = snapshot.metadata.configuration
-            interval = checkpoint_interval(configuration)
-            if version == 0 or version % interval:
-                return
-            result.checkpoint = self.write_checkpoint(version, snapshot)
-        except Exception as e:  # the commit stands whatever happens here
-            result.checkpoint_warning = (
-                f"committed version {version}, but its checkpoint could not be written: "
-                f"{_one_line(e)}"
-            )
+        result.checkpoint, result.checkpoint_warning = checkpoint_after_commit(
+            self.log, result.version, result.actions, metadata, self._clock_ms()
+        )
 
     def write_checkpoint(self, version: int, snapshot: Snapshot | None = None) -> CheckpointInfo:
-        """Write the classic checkpoint of `version` and point `_last_checkpoint` at it.
-
-        V2 spec (with checkpointMetadata, no sidecars) on v2Checkpoint tables. The parquet
-        file is written whole (a reader never sees half of it); `_last_checkpoint` is
-        replaced atomically and never moved back to an older version. `snapshot`, if given,
-        must be the table at `version`.
-        """
-        # Local: one commit in `delta.checkpointInterval` (10) writes a checkpoint; the
-        # others should not pay for importing its code and pyarrow.parquet (start-up time).
-        from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
-
-        if snapshot is None:
-            snapshot = self.log.snapshot(version)
-        if snapshot.version != version:
-            raise ValueError(f"snapshot of version {snapshot.version} given for {version}")
-        v2 = "v2Checkpoint" in writer_features(snapshot.protocol)
-        table = checkpoint_table(snapshot.state, v2=v2, now_ms=self._clock_ms())
-        data = _parquet_bytes(table, snapshot.metadata.configuration)
-        name = f"{version:020d}.checkpoint.parquet"
-        self.storage.write(self.storage.join(f"_delta_log/{name}"), data)
-        num_adds = snapshot.state.adds.num_rows
-        info = CheckpointInfo(version, name, table.num_rows, len(data), num_adds, v2)
-        current = self.log.last_checkpoint_hint()
-        if current is None or current <= version:
-            self.storage.write_atomic_replace(
-                self.storage.join("_delta_log/_last_checkpoint"),
-                last_checkpoint_json(version, table.num_rows, len(data), num_adds),
-            )
-        return info
-
-
-def checkpoint_interval(configuration: Mapping[str, str]) -> int:
-    """`delta.checkpointInterval` (default 10; invalid values fall back to the default)."""
-    try:
-        interval = int(str(configuration.get("delta.checkpointInterval", "")).strip())
-    except ValueError:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    return interval if interval > 0 else DEFAULT_CHECKPOINT_INTERVAL
-
-
-def _committed_configuration(
-    actions: Sequence[Mapping[str, Any]], metadata: Metadata | None
-) -> Mapping[str, str] | None:
-    for action in actions:
-        body = action.get("metaData")
-        if isinstance(body, Mapping):
-            return dict(body.get("configuration") or {})
-    return metadata.configuration if metadata is not None else None
-
-
-def _parquet_bytes(table: pa.Table, configuration: Mapping[str, str]) -> bytes:
-    """The checkpoint as parquet, with the table's codec and data page version properties."""
-    import pyarrow.parquet as pq  # local: see write_checkpoint
-
-    codec_name = str(configuration.get("delta.parquet.compression.codec", "zstd")).lower()
-    codec = _CODECS.get(codec_name, "zstd")
-    page_version = str(configuration.get("delta.parquet.format.version", "1.0.0"))
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        table,
-        sink,
-        compression=codec,
-        data_page_version="2.0" if page_version.startswith("2.") else "1.0",
-    )
-    return bytes(sink.getvalue().to_pybytes())
+        """Write the checkpoint of `version` (`dvtool.log.checkpoint_writer.write_checkpoint`;
+        `snapshot`, if given, must be the table at `version`), without a log cleanup."""
+        return write_checkpoint(self.log, version, snapshot, self._clock_ms())
 
 
 def _txn_id(actions: Sequence[Mapping[str, Any]]) -> str:
@@ -422,11 +325,6 @@ def _txn_id(actions: Sequence[Mapping[str, Any]]) -> str:
 
 def _dicts(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(a) for a in actions]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def row_tracked(snapshot: Snapshot, actions: Actions) -> Actions | ActionsBuilder:

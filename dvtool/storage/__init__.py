@@ -35,7 +35,10 @@ start-up). Its contract, which the rest of dvtool relies on and tests check poin
 - Sorted listing. `list_dir` returns the files (not subdirectories) of a directory sorted by
   name, lexicographically, as the Delta log's zero-padded names require; a missing directory
   lists as empty. `start_after` keeps only names after it (filtered after listing: fsspec
-  has no start-after listing, so object stores still list the whole prefix). [`listing`]
+  has no start-after listing, so object stores still list the whole prefix). `list_subdirs`
+  names the subdirectories (not links) likewise, one delimited listing on object stores;
+  `is_dir` tells whether a directory (on object stores: any object below it) is there.
+  [`listing`]
 - Ranged reads for DVs. `read_range` asks the backend for exactly the bytes wanted (a ranged
   GET on object stores, seek + read on disk), never the whole file, and a short read is a
   `StorageError` naming the location and the byte range. [`table_storage`]

@@ -53,6 +53,14 @@ def is_child_file(entry: Mapping[str, Any], dir_path: str) -> bool:
     return entry.get("type") == "file" and name.rpartition("/")[0] == dir_path.rstrip("/")
 
 
+def is_child_dir(entry: Mapping[str, Any], dir_path: str) -> bool:
+    """Whether an fsspec listing entry is a directory (not a link to one) directly inside
+    `dir_path`."""
+    name = str(entry["name"]).rstrip("/")
+    is_dir = entry.get("type") == "directory" and not entry.get("islink")
+    return is_dir and name.rpartition("/")[0] == dir_path.rstrip("/")
+
+
 def file_info(entry: Mapping[str, Any], dir_location: str) -> FileInfo:
     """A FileInfo from an fsspec entry in the directory at `dir_location`."""
     name = str(entry["name"]).rstrip("/").rpartition("/")[2]

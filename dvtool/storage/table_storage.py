@@ -26,6 +26,7 @@ from dvtool.storage.listing import (
     FileInfo,
     TreeEntry,
     file_info,
+    is_child_dir,
     is_child_file,
     remote_tree,
     walk_local,
@@ -155,19 +156,33 @@ class Storage:
         """
         path = self._fs_path(location)
         base = self._to_location(path)
-
-        def listing() -> list[dict[str, Any]]:
-            self._fs.invalidate_cache(path)
-            try:
-                return list(self._fs.ls(path, detail=True))
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-
-        entries = self._call(location, "list", listing)
+        entries = self._list_entries(location, path)
         infos = [file_info(e, base) for e in entries if is_child_file(e, path)]
         if start_after is not None:
             infos = [i for i in infos if i.name > start_after]
         return sorted(infos, key=lambda i: i.name)
+
+    def list_subdirs(self, location: str) -> list[str]:
+        """The names of the directories directly in a directory (links are none), sorted;
+        [] if it does not exist. One delimited listing on object stores."""
+        path = self._fs_path(location)
+        entries = self._list_entries(location, path)
+        names = (
+            str(e["name"]).rstrip("/").rpartition("/")[2] for e in entries if is_child_dir(e, path)
+        )
+        return sorted(names)
+
+    def is_dir(self, location: str) -> bool:
+        """Whether a directory is at `location` (object stores: an object lies under it)."""
+        path = self._fs_path(location)
+
+        def stat() -> bool:
+            self._fs.invalidate_cache(path)
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                return bool(self._fs.info(path).get("type") == "directory")
+            return False
+
+        return self._call(location, "stat", stat)
 
     def read(self, location: str) -> bytes:
         """The whole file; FileMissingError if it does not exist."""
@@ -405,6 +420,18 @@ class Storage:
         return local_disk.remove_empty_dir(location, self._fs_path(location), self._root_path)
 
     # Internals
+
+    def _list_entries(self, location: str, path: str) -> list[dict[str, Any]]:
+        """fsspec's detailed listing of the directory at `path` (`location`); [] if missing."""
+
+        def listing() -> list[dict[str, Any]]:
+            self._fs.invalidate_cache(path)
+            try:
+                return list(self._fs.ls(path, detail=True))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+
+        return self._call(location, "list", listing)
 
     def _walk_remote(
         self, location: str, path: str, descend: Callable[[str], bool] | None

@@ -66,6 +66,9 @@ README_CHECKS = {
     "max-inline-dvs",
     "max-files",
     "max-files-without-stats",
+    "max-small-files",
+    "max-log-files",
+    "min-avg-file-size",
 }
 
 

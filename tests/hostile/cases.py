@@ -22,6 +22,7 @@ CRC-32 (zlib) and the DV file layout come from PROTOCOL.md, not from dvtool's co
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import uuid
@@ -41,11 +42,13 @@ from pyroaring import BitMap64
 from dvtool.cli import cli
 from dvtool.errors import (
     DeletionVectorError,
+    FileMissingError,
     LogError,
     PredicateError,
     StorageError,
     TableNotFoundError,
     UsageError,
+    VersionNotFoundError,
     WriteRefusedError,
 )
 from tests.s3_server import BUCKET
@@ -606,6 +609,86 @@ def table_missing(s: Scene) -> tuple[str, ...]:
     return (str(s.root / "no-such-table"),)
 
 
+def restore_data_file_vacuumed(s: Scene) -> tuple[str, ...]:
+    """File A, which a restore to version 3 re-adds (without its DV), was deleted (as a
+    vacuum deletes what no version in the retention needs)."""
+    path = str(s.add(0)["path"])
+    (s.table / unquote(path)).unlink()
+    return ("restore to version 3", "vacuumed", path)
+
+
+# -- log cleanup (vacuum --log) ---------------------------------------------------------------
+
+OLD_S = 1_000_000_000  # 2001: older than any log retention
+FUTURE_S = 32_503_680_000  # 3000
+VACUUM_LOG: Argv = ("vacuum", "{table}", "--log")
+VACUUM_LOG_DRY: Argv = ("vacuum", "{table}", "--log", "--dry-run", "--json")
+
+
+def _date_log(s: Scene, seconds: float = OLD_S) -> None:
+    """Every file of `_delta_log` last modified at `seconds` (epoch): long expired."""
+    for path in (s.table / "_delta_log").rglob("*"):
+        if path.is_file():
+            os.utime(path, (seconds, seconds))
+
+
+def _log_property(key: str, value: str, feature: str | None = None) -> Callable[[Scene], Any]:
+    """A build step: the enable commit (version 3) sets `key` (with writer `feature`), and
+    the whole log is expired, so only the unreadable property keeps the cleanup from it."""
+
+    def build(s: Scene) -> tuple[str, ...]:
+        actions = s.actions(3)
+        for action in actions:
+            if "metaData" in action:
+                action["metaData"]["configuration"][key] = value
+            if "protocol" in action and feature:
+                action["protocol"]["writerFeatures"].append(feature)
+        s.write_actions(3, actions)
+        _date_log(s)
+        return (key, value)
+
+    return build
+
+
+def garbage_in_expired_log(s: Scene) -> tuple[str, ...]:
+    """Files that are no log entries, some named almost like one, in a log whose every
+    entry has expired (the golden table has checkpoints: the cleanup has a cutoff)."""
+    log = s.table / "_delta_log"
+    for name in (
+        "00000000000000000001.json.bak",
+        "0000000000000000001.json",
+        "00000000000000000001.checkpoint.parquet.tmp",
+        "00000000000000000003.00000000000000000001.compacted.json",
+        ".00000000000000000001.json.swp",
+        "notes.txt",
+    ):
+        (log / name).write_bytes(b"garbage")
+    (log / "00000000000000000002.checkpoint.parquet").write_bytes(b"not parquet")
+    _date_log(s)
+    return ()
+
+
+def expired_multipart_checkpoint_missing_part(s: Scene) -> tuple[str, ...]:
+    """The only checkpoint (multi-part, version 5) lacks a part: no cutoff checkpoint."""
+    log = s.table / "_delta_log"
+    (log / "00000000000000000005.checkpoint.0000000002.0000000003.parquet").unlink()
+    _date_log(s)
+    return ()
+
+
+def expired_log_cutoff_checkpoint_cut(s: Scene) -> tuple[str, ...]:
+    """Everything expired, but the newest checkpoint (the cutoff) is cut in half."""
+    checkpoint = s.table / "_delta_log" / "00000000000000000040.checkpoint.parquet"
+    checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
+    _date_log(s)
+    return ()
+
+
+def future_dated_log(s: Scene) -> tuple[str, ...]:
+    _date_log(s, FUTURE_S)
+    return ()
+
+
 def _c(
     case_id: str,
     build: Callable[[Scene], tuple[str, ...]],
@@ -844,4 +927,130 @@ ARGUMENT_CASES = [
     ),
 ]
 
-CASES: list[HostileCase] = [*LOG_CASES, *DV_CASES, *PATH_CASES, *ARGUMENT_CASES]
+NOT_FOUND = VersionNotFoundError.exit_code
+RESTORE_CASES = [
+    _c(
+        "restore-version-beyond-latest",
+        unchanged("version 99 does not exist", f"latest version is {DELETE_VERSION}"),
+        (("restore", "{table}", "--version", "99"),),
+        NOT_FOUND,
+    ),
+    _c(
+        "restore-current-version",
+        unchanged("nothing to restore", f"--version {DELETE_VERSION}"),
+        (("restore", "{table}", "--version", str(DELETE_VERSION)),),
+        USAGE,
+    ),
+    _c(
+        "restore-without-a-target",
+        unchanged("--version", "--timestamp"),
+        (("restore", "{table}"), ("restore", "{table}", "--dry-run")),
+        USAGE,
+    ),
+    _c(
+        "restore-version-and-timestamp",
+        unchanged("exactly one of --version and --timestamp"),
+        (("restore", "{table}", "--version", "1", "--timestamp", "2024-01-01"),),
+        USAGE,
+    ),
+    _c(
+        "restore-negative-version",
+        unchanged("--version"),
+        (("restore", "{table}", "--version", "-1"),),
+        CLICK_USAGE,
+    ),
+    _c(
+        "restore-timestamp-not-iso-8601",
+        unchanged("--timestamp", "ISO 8601"),
+        (("restore", "{table}", "--timestamp", "yesterday"),),
+        CLICK_USAGE,
+    ),
+    _c(
+        "restore-timestamp-before-the-first-commit",
+        unchanged("before the earliest available version"),
+        (("restore", "{table}", "--timestamp", "2000-01-01"),),
+        NOT_FOUND,
+    ),
+    _c(
+        "restore-table-does-not-exist",
+        table_missing,
+        (("restore", "{root}/no-such-table", "--version", "0"),),
+        TableNotFoundError.exit_code,
+    ),
+    _c(
+        "restore-data-file-vacuumed",
+        restore_data_file_vacuumed,
+        (
+            ("restore", "{table}", "--version", "3"),
+            ("restore", "{table}", "--version", "3", "--dry-run", "--json"),
+        ),
+        FileMissingError.exit_code,
+    ),
+]
+
+# Unreadable cleanup properties are refused; hostile logs the cleanup must leave as they are
+# (`vacuum --log` then deletes nothing, which the runner's unchanged-tree check proves).
+LOG_CLEANUP_CASES = [
+    _c(
+        "log-cleanup-retention-not-an-interval",
+        _log_property("delta.logRetentionDuration", "forever"),
+        (VACUUM_LOG, VACUUM_LOG_DRY),
+        REFUSED,
+        still_reads=(INSPECT,),
+    ),
+    _c(
+        "log-cleanup-flag-not-a-boolean",
+        _log_property("delta.enableExpiredLogCleanup", "sometimes"),
+        (VACUUM_LOG, VACUUM_LOG_DRY),
+        REFUSED,
+    ),
+    _c(
+        "log-cleanup-protected-version-not-a-number",
+        _log_property(
+            "delta.requireCheckpointProtectionBeforeVersion", "v7", "checkpointProtection"
+        ),
+        (VACUUM_LOG,),
+        REFUSED,
+    ),
+    _c(
+        "log-cleanup-garbage-files",
+        garbage_in_expired_log,
+        (),
+        0,
+        still_reads=(VACUUM_LOG_DRY, INSPECT),
+        golden="basic-dv-with-checkpoint",
+    ),
+    _c(
+        "log-cleanup-checkpoint-part-missing",
+        expired_multipart_checkpoint_missing_part,
+        (),
+        0,
+        still_reads=(VACUUM_LOG, INSPECT),
+        golden="v1-multi-part-partitioned-struct-stats-only",
+    ),
+    _c(
+        "log-cleanup-cutoff-checkpoint-cut",
+        expired_log_cutoff_checkpoint_cut,
+        (),
+        0,
+        still_reads=(VACUUM_LOG, INSPECT),
+        golden="basic-dv-with-checkpoint",
+    ),
+    _c(
+        "log-cleanup-future-dated",
+        future_dated_log,
+        (),
+        0,
+        still_reads=(VACUUM_LOG,),
+        golden="basic-dv-with-checkpoint",
+    ),
+]
+
+CASES: list[HostileCase] = [
+    *LOG_CASES,
+    *DV_CASES,
+    *PATH_CASES,
+    *ARGUMENT_CASES,
+    *RESTORE_CASES,
+    *LOG_CLEANUP_CASES,
+]
