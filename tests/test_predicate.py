@@ -191,6 +191,9 @@ CASES = [
     ("i % 3 = -1", [2]),
     ("i % -3 = 1", [1, 4, 6]),
     ("i % 0 IS NULL", EVERYONE),
+    ("i % -1 IS NULL", [3]),  # NULL % -1 stays NULL (found by the Spark property test)
+    ("i % -1 = 0", [1, 2, 4, 5, 6]),
+    ("try_mod(id, -1) = 0", EVERYONE),
     ("try_divide(i, 0) IS NULL", EVERYONE),
     ("try_mod(i, 3) = -1", [2]),
     ("-i = 7", [2]),

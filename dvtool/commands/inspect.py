@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.inspect_checks import CHECK_NAMES, CheckOutcome, evaluate_checks, parse_check
-from dvtool.commands.inspect_summary import TableSummary, log_position, summarize
+from dvtool.commands.inspect_summary import TableSummary, snapshot_position, summarize
 from dvtool.commands.result import CommandResult
 from dvtool.core.features import require_readable
 from dvtool.core.schema import partition_physical_names
@@ -369,7 +369,7 @@ def run_inspect(
         from dvtool.commands.inspect_columns import count_missing_rows
 
         footers = count_missing_rows(snapshot, log)
-    summary = summarize(snapshot, footers, log_position(log, snapshot.version))
+    summary = summarize(snapshot, footers, snapshot_position(snapshot))
     files = None
     if request.files:
         from dvtool.dvstore import DVStore

@@ -11,8 +11,8 @@ The per-file totals have two evaluations of one definition:
 
 tests/commands/test_inspect_summary.py holds the two equal on every golden table and on
 generated file actions. Everything else in the summary comes from the snapshot's protocol
-and metadata, once, except the log's health (`log_position`: the newest checkpoint and the
-commits a reader replays after it), which lists `_delta_log` from the checkpoint hint on.
+and metadata, once; the log's health (the checkpoint the snapshot was replayed from and the
+commits replayed after it) from the snapshot itself (`snapshot_position`).
 
 Small files are those below the table's compaction target size
 (`dvtool.core.target_file_size`: `delta.targetFileSize`, else 256 MiB), the files
@@ -107,25 +107,28 @@ class LogPosition:
     commits_since_checkpoint: int
 
 
-def log_position(log: DeltaLog, version: int | None = None) -> LogPosition:
-    """The log position of `version` (None: the latest), from one listing of `_delta_log`.
+def snapshot_position(snapshot: Snapshot) -> LogPosition:
+    """The log position of a snapshot: the checkpoint its state was replayed from, as the
+    reader chose it (no second listing of the log)."""
+    checkpoint = snapshot.checkpoint_version
+    since = snapshot.version - (-1 if checkpoint is None else checkpoint)
+    return LogPosition(snapshot.version, checkpoint, since)
 
-    The listing starts at the checkpoint `_last_checkpoint` points to when that checkpoint
-    is complete and not after `version` (as the log reader itself lists); else it is the
-    whole log.
-    """
+
+def latest_log_position(log: DeltaLog) -> LogPosition:
+    """The log position of the latest version without replaying it: one listing of
+    `_delta_log` from the `_last_checkpoint` hint on when that checkpoint is complete (as the
+    log reader lists), else of the whole log."""
     hint = log.last_checkpoint_hint()
     files = None
-    if hint is not None and (version is None or hint <= version):
+    if hint is not None:
         files = log.list_files(start_after=f"{hint:020d}")
         if hint not in complete_checkpoints(files):
             files = None
     if files is None:
         files = log.list_files()
-    if version is None:
-        version = max(f.version for f in files)
-    checkpoints = complete_checkpoints(files)
-    checkpoint = max((v for v in checkpoints if v <= version), default=None)
+    version = max(f.version for f in files)
+    checkpoint = max(complete_checkpoints(files), default=None)
     since = version - (-1 if checkpoint is None else checkpoint)
     return LogPosition(version, checkpoint, since)
 

@@ -288,7 +288,7 @@ def _maintain_table(
         log = open_log(location, dict(storage_options or {}))
         snapshot = log.snapshot()
         settings = table_settings(dict(snapshot.metadata.configuration), request)
-        outcome.plan = plan_table(log, snapshot, settings)
+        outcome.plan = plan_table(snapshot, settings)
     except Exception as e:
         _record_failure(outcome, e)
         return outcome
@@ -392,9 +392,9 @@ class _TableRun:
     def _checkpoint(self, planned: PlannedStep) -> StepOutcome:
         due, reason = planned.due, planned.reason
         if self.rewrote:  # commits since the plan (which may have checkpointed): look again
-            from dvtool.commands.inspect_summary import log_position
+            from dvtool.commands.inspect_summary import latest_log_position
 
-            since = log_position(self.log).commits_since_checkpoint
+            since = latest_log_position(self.log).commits_since_checkpoint
             due = since >= int(self.plan.settings.checkpoint_interval.value)
             reason = f"{since:,} commits since the last checkpoint"
         if not due:

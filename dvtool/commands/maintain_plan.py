@@ -30,14 +30,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.commands.inspect_summary import log_position
+from dvtool.commands.inspect_summary import snapshot_position
 from dvtool.commands.optimize_plan import COMPACTION_DELETED_RATIO
 from dvtool.commands.vacuum_retention import RETENTION_PROPERTY, format_duration
 from dvtool.core import arrow_values
 from dvtool.core.checkpoint import tombstone_retention_ms
 from dvtool.core.target_file_size import TARGET_SIZE_PROPERTY, target_file_size
 from dvtool.errors import UsageError
-from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.writer import checkpoint_interval
 
@@ -191,14 +190,14 @@ def _retention(configuration: dict[str, str], retain_ms: int | None) -> Setting:
 # -- the plan --------------------------------------------------------------------------------
 
 
-def plan_table(log: DeltaLog, snapshot: Snapshot, settings: TableSettings) -> TablePlan:
+def plan_table(snapshot: Snapshot, settings: TableSettings) -> TablePlan:
     """Which steps are due on `snapshot`, estimated column-wise (see the module docstring)."""
     files = snapshot.files
     ratio = _deleted_ratio(snapshot)
     purge = _count(_purge_mask(files, ratio, float(settings.purge_ratio.value)))
     target = int(settings.target_size.value)
     small, deleting, compacted = _compaction_counts(files, ratio, target)
-    position = log_position(log, snapshot.version)
+    position = snapshot_position(snapshot)
     interval = int(settings.checkpoint_interval.value)
     since = position.commits_since_checkpoint
     retention = settings.retention_ms.value

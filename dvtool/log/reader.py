@@ -161,7 +161,7 @@ class DeltaLog:
         record = CommitRecord(
             segment.version, last_commit.modification_time_ms if last_commit else None, info
         )
-        return Snapshot(self.storage.root, state, record)
+        return Snapshot(self.storage.root, state, record, segment.checkpoint_version)
 
     def _snapshot_commit_info(
         self, segment: LogSegment, batches: Sequence[ActionBatch], last: LogFile | None

@@ -32,6 +32,8 @@ class Snapshot:
     root: str
     state: TableState
     commit: CommitRecord
+    checkpoint_version: int | None = None
+    """The checkpoint the state was replayed from (None: replayed from version 0)."""
 
     @property
     def version(self) -> int:

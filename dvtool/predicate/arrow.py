@@ -173,7 +173,7 @@ def _remainder(a: pc.Expression, b: pc.Expression, t: SqlType) -> pc.Expression:
     divisor = _nonzero(b, t)
     result = pc.subtract(a, pc.multiply(pc.divide(a, divisor), divisor))
     minus_one = constant(-1, to_arrow(t))
-    zero = constant(0, to_arrow(t))
+    zero = pc.multiply(a, constant(0, to_arrow(t)))  # 0, or NULL where `a` is NULL
     return pc.if_else(pc.equal(divisor, minus_one), zero, result)
 
 

@@ -145,6 +145,24 @@ def test_a_checkpoint_resets_max_log_files(tmp_path: Path) -> None:
     assert (doc["checkpoint_version"], doc["commits_since_checkpoint"]) == (2, 0)
 
 
+def test_max_log_files_counts_from_the_checkpoint_a_reader_can_use(tmp_path: Path) -> None:
+    """A newest checkpoint no reader can open does not count: the commits after the older,
+    readable one are what a reader replays."""
+    table = _appends(tmp_path / "t", (1, 1, 1))
+    DeltaTable(str(table)).create_checkpoint()  # version 2
+    _appends(table, (1, 1, 1))
+    DeltaTable(str(table)).create_checkpoint()  # version 5, then made unreadable
+    _appends(table, (1,))
+    (newest,) = (table / "_delta_log").glob(f"{5:020d}.checkpoint*.parquet")
+    newest.write_bytes(b"not parquet")
+    doc = json.loads(run("inspect", table, "--json").stdout)
+    assert (doc["version"], doc["checkpoint_version"], doc["commits_since_checkpoint"]) == (
+        6,
+        2,
+        4,  # versions 3-6
+    )
+
+
 # -- min-avg-file-size ---------------------------------------------------------------------------
 
 
