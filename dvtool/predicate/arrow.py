@@ -374,12 +374,17 @@ def evaluate(exprs: Sequence[pc.Expression], table: pa.Table) -> list[pa.Chunked
 def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
     """The rows of `table` where the boolean `expr` is TRUE (NULL drops the row).
 
-    Exactly what `table.filter(expr)` does (the same acero plan: a table source and a filter
-    node, on acero's threads), without the pandas import of `pyarrow.acero` (see the module
-    docstring)."""
+    What `table.filter(expr)` does (the same acero plan: a table source and a filter node),
+    without the pandas import of `pyarrow.acero` (see the module docstring), and all of it on
+    the calling thread. On arrow's thread pool the plan releases its batches after `to_table`
+    has returned (apache/arrow#36389); a batch holding a numpy-backed column (the scan's row
+    positions) then takes the GIL on an arrow thread, and if that happens while the
+    interpreter exits the process aborts ("terminate called without an active exception",
+    exit 134, after a command that succeeded). The scan runs its own threads, one plan each.
+    """
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table))
     keep = acero.Declaration("filter", acero.FilterNodeOptions(expr))
-    result: pa.Table = acero.Declaration.from_sequence([source, keep]).to_table(use_threads=True)
+    result: pa.Table = acero.Declaration.from_sequence([source, keep]).to_table(use_threads=False)
     return result
 
 
