@@ -80,10 +80,23 @@ def _counts(s: TableSummary) -> BoxTable:
     t.add_row("absolute-path DVs", f"{dv.absolute_path_dvs:,}")
     t.add_row("DV bytes", format_bytes(dv.dv_bytes))
     t.add_row("tombstones", f"{s.num_tombstones:,}")
+    t.add_row("average file size", format_bytes(s.avg_file_size))
+    if s.small_files is not None and s.small_file_size is not None:
+        t.add_row("small files", f"{s.small_files:,} below {format_bytes(s.small_file_size)}")
+    if s.commits_since_checkpoint is not None:
+        t.add_row("log", _log_position(s.checkpoint_version, s.commits_since_checkpoint))
     if s.files_without_stats:
         exact = "counted from footers" if s.row_counts_exact else "not in row counts"
         t.add_row("files without stats", f"{s.files_without_stats:,} ({exact})")
     return t
+
+
+def _log_position(checkpoint: int | None, commits: int) -> str:
+    """Where the version stands in its log: what a reader replays to reach it."""
+    replayed = f"{commits:,} commit{'s' if commits != 1 else ''}"
+    if checkpoint is None:
+        return f"no checkpoint, {replayed} to replay"
+    return f"checkpoint at version {checkpoint:,}, {replayed} after it"
 
 
 def _properties(configuration: dict[str, str]) -> BoxTable:

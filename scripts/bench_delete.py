@@ -86,7 +86,7 @@ class Shape:
     rows_per_file: int
     key: str  # the predicate's column
     id: str  # summed by the polars check
-    speedup_target: float  # deltalake/dvtool, at least
+    speedup_target: float | None  # deltalake/dvtool, at least
     floor_target: float | None  # dvtool process / floor process, at most
     floor_is_target: bool
 
@@ -95,8 +95,11 @@ class Shape:
         return f"{self.key} % 1000 = 7"
 
 
+# Narrow: the 20x of issue 3 was restated as "at the floor" when the floor process itself
+# proved slower than 20x needs; wide keeps issue 12's 20x, printed beside what the floor
+# process reaches against the same deltalake (no tool at the floor can do better).
 SHAPES = {
-    "narrow": Shape(20, 1_000_000, "key", "id", 20.0, None, True),
+    "narrow": Shape(20, 1_000_000, "key", "id", None, 1.15, True),
     "wide": Shape(20, 1_000_000, "l_partkey", "l_orderkey", 20.0, 1.15, True),
     "small-files": Shape(5_000, 2_000, "key", "id", 2.0, None, False),
 }
@@ -799,6 +802,12 @@ def main() -> None:
     )
     print(f"ratios  {'':38s} {'med/med':>7s} {'paired':>7s} {'best':>7s}")
     ratio_row("deltalake / dvtool", times["deltalake"], times["dvtool"], shape.speedup_target, True)
+    if shape.floor_is_target:
+        ratio_row(
+            "deltalake / floor process (most reachable)",
+            times["deltalake"],
+            times["floor-proc"],
+        )
     ratio_row(
         "dvtool / floor process (both with start-up)",
         times["dvtool"],

@@ -4,6 +4,9 @@
   structure (not its IO modules), numpy (the Roaring codec), pyroaring, and dvtool.core /
   dvtool.errors only. No `open()`.
 - Command modules (dvtool.commands) never import click or rich: they return result objects.
+- The layers under the commands (dvtool.log, dvtool.storage, dvtool.data_files,
+  dvtool.engines, dvtool.predicate) never import the commands, the CLI or the renderers,
+  not even inside a function: dependencies point down.
 - pyspark is imported only by modules of the Spark engine package (dvtool/engines/spark/),
   and only inside functions (or for type checking), so importing dvtool starts no Spark;
   its executor code (tasks.py) and path mapping (paths.py) import no pyspark at all.
@@ -87,6 +90,26 @@ def test_commands_do_not_render(path: Path) -> None:
     assert not bad, f"{path.name} imports {bad}: commands return results, cli.py renders"
 
 
+LOWER_LAYERS = ("log", "storage", "data_files", "engines", "predicate")
+UPPER_LAYERS = ("dvtool.commands", "dvtool.cli", "dvtool.render", "dvtool.api")
+
+
+def _lower_layer_modules() -> list[Path]:
+    return [p for layer in LOWER_LAYERS for p in _modules(PACKAGE / layer)]
+
+
+def _reaches_up(name: str) -> bool:
+    return any(
+        name == u or name.startswith(u + ".") or name.startswith(u + "_") for u in UPPER_LAYERS
+    )
+
+
+@pytest.mark.parametrize("path", _lower_layer_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_lower_layers_do_not_import_commands(path: Path) -> None:
+    bad = sorted(n for n in _imports(path) if _reaches_up(n))
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: dependencies point down"
+
+
 def _imports_pyspark(names: set[str]) -> bool:
     return any(n.split(".")[0] == "pyspark" for n in names)
 
@@ -151,3 +174,7 @@ def test_rule_detects_violations(tmp_path: Path) -> None:
     assert not _imports_pyspark(_module_level_imports(spark))
     spark.write_text("try:\n    import pyspark.sql\nexcept ImportError:\n    pass\n")
     assert _imports_pyspark(_module_level_imports(spark))
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def f():\n    from dvtool.commands.log_cleanup import run_log_cleanup\n")
+    assert [n for n in _imports(lazy) if _reaches_up(n)] == ["dvtool.commands.log_cleanup"]
+    assert not _reaches_up("dvtool.log.cleanup") and _reaches_up("dvtool.cli_options")

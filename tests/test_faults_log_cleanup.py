@@ -31,7 +31,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-import dvtool.commands.log_cleanup as log_cleanup_module
+import dvtool.log.cleanup as log_cleanup_module
 from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
 from dvtool.log.reader import open_log
 from dvtool.storage import Storage

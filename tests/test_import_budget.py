@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,7 +169,8 @@ def test_inspect_json_imports_no_pandas_and_no_rich(small_dv_table: Path) -> Non
 
 def test_inspect_human_output_off_a_terminal_imports_no_rich(small_dv_table: Path) -> None:
     run = _run_cli(["inspect", "T"], small_dv_table.parent)
-    assert run["exit"] == 0 and "│ deleted rows      │      3 (37.50%) │" in run["stdout"]
+    assert run["exit"] == 0
+    assert re.search(r"│ deleted rows +│ +3 \(37\.50%\) │", run["stdout"])
     assert "\x1b[" not in run["stdout"]
     assert "dvtool.render_inspect" in run["modules"]
     assert _loaded(run["modules"], INSPECT_HUMAN_FORBIDDEN) == []

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 import dvtool
+from dvtool import render_inspect
 from dvtool.box_table import BoxTable
 from dvtool.commands.inspect import InspectResult, history
 from dvtool.commands.inspect_summary import TableSummary
@@ -320,19 +321,22 @@ testId  LOCATION
 version 1  committed COMMITTED  (DELETE)
 protocol reader 3 / writer 7  features: deletionVectors
 Files and rows
-┌───────────────────┬─────────────────┐
-│ live files        │               1 │
-│ size              │           635 B │
-│ physical rows     │              10 │
-│ logical rows      │               8 │
-│ deleted rows      │      2 (20.00%) │
-│ files with DVs    │               1 │
-│ DV files          │ 1 holding 1 DVs │
-│ inline DVs        │               0 │
-│ absolute-path DVs │               0 │
-│ DV bytes          │            36 B │
-│ tombstones        │               1 │
-└───────────────────┴─────────────────┘
+┌───────────────────┬────────────────────────────────────┐
+│ live files        │                                  1 │
+│ size              │                              635 B │
+│ physical rows     │                                 10 │
+│ logical rows      │                                  8 │
+│ deleted rows      │                         2 (20.00%) │
+│ files with DVs    │                                  1 │
+│ DV files          │                    1 holding 1 DVs │
+│ inline DVs        │                                  0 │
+│ absolute-path DVs │                                  0 │
+│ DV bytes          │                               36 B │
+│ tombstones        │                                  1 │
+│ average file size │                              635 B │
+│ small files       │                  1 below 256.0 MiB │
+│ log               │ no checkpoint, 2 commits to replay │
+└───────────────────┴────────────────────────────────────┘
 Table properties
 ┌─────────────────────────────┬──────┐
 │ delta.columnMapping.mode    │ none │
@@ -408,3 +412,15 @@ def test_no_progress_bar_off_a_terminal_nor_with_json() -> None:
         with renderer.progress("rewriting") as start:
             start(2)(2)
         assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "commits", "text"),
+    [
+        (None, 2, "no checkpoint, 2 commits to replay"),
+        (10, 1, "checkpoint at version 10, 1 commit after it"),
+        (1200, 0, "checkpoint at version 1,200, 0 commits after it"),
+    ],
+)
+def test_log_position_line(checkpoint: int | None, commits: int, text: str) -> None:
+    assert render_inspect._log_position(checkpoint, commits) == text

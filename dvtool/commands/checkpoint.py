@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dvtool.commands.log_cleanup import LogCleanupResult, cleanup_after_checkpoint
 from dvtool.commands.result import CommandResult
 from dvtool.core.features import require_writable
 from dvtool.core.log_files import complete_checkpoints
 from dvtool.log.checkpoint_writer import CheckpointInfo, one_line, write_checkpoint
+from dvtool.log.cleanup import LogCleanupResult, cleanup_after_checkpoint
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dvtool.commands.log_cleanup import list_log_entries, referenced_sidecars
 from dvtool.core.log_cleanup import (
     SIDECAR_DIR,
     STAGED_COMMITS_DIR,
@@ -22,6 +21,7 @@ from dvtool.core.log_cleanup import (
     sidecar_holders,
 )
 from dvtool.core.log_files import parse_log_name
+from dvtool.log.cleanup import list_log_entries, referenced_sidecars
 from dvtool.log.reader import DeltaLog
 
 

@@ -43,8 +43,9 @@ from dvtool.storage import Storage
 # A directory holding at least this many of the files to check is listed once; fewer are
 # looked up one by one (a listing of a large directory costs more than a few lookups).
 LIST_DIRECTORY_AT = 16
-# Missing files named in the refusal; the message then says how many more there are.
-MISSING_NAMED = 10
+# Missing files named in the refusal (an error stays a line or two); the message then says
+# how many more there are.
+MISSING_NAMED = 3
 # How many of the newest commits are searched for a VACUUM START without its VACUUM END.
 VACUUM_LOOKBACK = 20
 

@@ -3,7 +3,7 @@
 After a commit at version v with `v % delta.checkpointInterval == 0` (default 10), a classic
 checkpoint for v is written (V2 spec on v2Checkpoint tables), then `_last_checkpoint`. Then,
 as Delta does after every checkpoint, the expired log entries are deleted (PROTOCOL.md
-"Metadata Cleanup", `dvtool.commands.log_cleanup`) unless `delta.enableExpiredLogCleanup` is
+"Metadata Cleanup", `dvtool.log.cleanup`) unless `delta.enableExpiredLogCleanup` is
 false; the cleanup's code is imported only then, so commits without a checkpoint do not pay
 for it. Neither a failed checkpoint nor a failed cleanup fails the command: the commit stands
 and the problem is returned as a warning (`CommitResult.checkpoint_warning`).
@@ -77,7 +77,7 @@ def clean_up_after_checkpoint(log: DeltaLog, snapshot: Snapshot, now_ms: int) ->
     """Delete the expired log entries after the checkpoint of `snapshot`'s version; a warning
     when that failed (the checkpoint and the commit stand), else None."""
     try:
-        from dvtool.commands.log_cleanup import cleanup_after_checkpoint
+        from dvtool.log.cleanup import cleanup_after_checkpoint
 
         result = cleanup_after_checkpoint(log, snapshot, now_ms)
         problem = result.error if result is not None else None
