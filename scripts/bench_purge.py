@@ -11,7 +11,10 @@ run works on a fresh copy of it. Per repeat, in the same run, each in its own pr
   must too: DV decoding is INCLUDED in the floor), then per file `pyarrow.parquet.read_table`
   (all columns), drops the DV's rows with a boolean mask and `pyarrow.parquet.write_table`
   (snappy). Twice: files one after another, and on a thread pool of the size dvtool's arrow
-  engine uses (max(2, os.cpu_count())). The fair floor is the faster of the two;
+  engine uses (max(2, os.cpu_count())). The fair floor is the faster of the two. A third
+  run, the durable floor, writes each file beside its input (in its partition directory)
+  and fsyncs it and its directory on the same pool: what any local writer pays before a
+  commit may name the file, and what dvtool does (in the background);
 - `dvtool optimize COPY --purge --engine arrow --json`, the real CLI;
 - Spark start-up alone: a process that imports dvtool's Spark engine and pyspark, starts the
   session exactly as dvtool does (`SparkEngine().session()`, local[*]) and stops it;
@@ -119,15 +122,30 @@ drops = [
     for item in plan
 ]
 decoded = time.perf_counter()
-os.makedirs(out_dir, exist_ok=True)
+if out_dir != "durable":
+    os.makedirs(out_dir, exist_ok=True)
+
+durable = out_dir == "durable"  # beside each input, file and directory fsynced
+
+def fsync_path(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 def rewrite(index):
-    table = pq.read_table(storage.resolve(plan[index]["path"]))
+    source = storage.resolve(plan[index]["path"])
+    table = pq.read_table(source)
     keep = np.ones(table.num_rows, dtype=bool)
     keep[np.frombuffer(drops[index].to_array(), dtype=np.uint64)] = False
     kept = table.filter(pa.array(keep))
-    target = os.path.join(out_dir, f"part-{index:05d}.snappy.parquet")
+    directory = os.path.dirname(source) if durable else out_dir
+    target = os.path.join(directory, f"part-{index:05d}-floor.snappy.parquet")
     pq.write_table(kept, target, compression="snappy")
+    if durable:
+        fsync_path(target)
+        fsync_path(directory)
     return kept.num_rows
 
 if threads > 1:
@@ -623,10 +641,12 @@ def main() -> None:
     cluster = start_stock_cluster() if args.stock_cluster and not args.skip_spark else None
     for repeat in range(args.repeat):
         line = [f"repeat {repeat + 1}:"]
-        for label, pool in (("floor-seq", 1), ("floor-threads", threads)):
+        floors = (("floor-seq", 1), ("floor-threads", threads), ("floor-durable", threads))
+        for label, pool in floors:
             copy = fresh_copy(base, label)
             floor_cmd = [sys.executable, "-c", FLOOR_SNIPPET, str(copy), str(pool)]
-            floor_cmd += [str(plan_file), str(copy / "_floor")]
+            out_dir = "durable" if label == "floor-durable" else str(copy / "_floor")
+            floor_cmd += [str(plan_file), out_dir]
             child = checked(run_child(floor_cmd), f"floor ({label})")
             out = json.loads(child.stdout)
             if out["rows"] != state["expected_rows"]:
@@ -744,6 +764,7 @@ def main() -> None:
     labels = {
         "floor-seq": "floor, files one after another",
         "floor-threads": f"floor, {threads}-thread pool",
+        "floor-durable": "  the same, durable (beside its input, fsynced)",
         "arrow": "dvtool optimize --purge --engine arrow",
         "spark-startup": "Spark start-up (import + session + stop)",
         "spark": "dvtool optimize --purge --engine spark",
@@ -776,6 +797,10 @@ def main() -> None:
     floor_walls = walls[fair]
     ratio_row("arrow / floor", walls["arrow"], floor_walls, ARROW_TARGET)
     ratio_row("arrow / floor timed inside", walls["arrow"], inside[fair])
+    # dvtool must make every file durable before its commit (an fsync of the file and of
+    # its directory, on local disk) and writes into the file's own partition directory; the
+    # floor above does neither. This floor does both, as any local writer that commits must.
+    ratio_row("arrow / durable floor", walls["arrow"], walls["floor-durable"])
     if "spark" in walls:
         startups = [sum(p) for p in zip(*spark_parts.values(), strict=True)]
         without = [t - s for t, s in zip(walls["spark"], startups, strict=True)]

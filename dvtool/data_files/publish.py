@@ -133,15 +133,18 @@ def publish_local(location: str, write: WriteFile, sync: BackgroundSync | None =
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.dvtool")
     # Created exclusively here; the descriptor stays open to fsync what Arrow writes.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    placed = False
     try:
         rows = write(tmp)
         if sync is None:
             os.fsync(fd)
         os.replace(tmp, location)
+        placed = True
     finally:
         os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+        if not placed:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
     try:
         if sync is not None:
             sync.add(location, directories)
