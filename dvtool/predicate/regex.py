@@ -6,9 +6,11 @@ what the two read differently (each difference is checked on Spark by tests/pred
 `.` excludes \\r \\u0085 \\u2028 \\u2029 too; `$` and `\\Z` match at the end or before a final
 \\r\\n or line terminator but never between \\r and \\n, which `_DOLLAR` says only where nothing
 follows and the text before cannot end with a \\r it cannot extend by the \\n (`\\s*$` can, `\\s$`
-cannot); `\\s` has \\x0B. Classes become code point ranges, `\\Q...\\E` escaped literals, `(?<n>`
-`(?P<n>`. What RE2 lacks or reads differently (`_WHY`), what Java rejects or reads surprisingly
-and what RE2 still rejects are PredicateErrors naming the construct, its offset and a hint.
+cannot); `\\s` has \\x0B; a group that can match empty text is repeated differently once an
+iteration matched empty, so it is repeated at most once. Classes become code point ranges,
+`\\Q...\\E` escaped literals, `(?<n>` `(?P<n>`. What RE2 lacks or reads differently (`_WHY`),
+what Java rejects or reads surprisingly and what RE2 still rejects are PredicateErrors naming
+the construct, its offset and a hint.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ _WHY = {  # why a construct is refused, by escape letter or `_Translator.fail` k
     "<": "a group name is a Latin letter, then letters or digits, used once",
     "=": "RE2 has no lookaround or atomic groups",
     "[": "RE2 lacks class union and intersection: write one flat class",
+    "empty": "Java and RE2 repeat an empty match differently: make the group take a character",
 }
 _GROUPS = {"=": "lookahead", "!": "lookahead", ">": "atomic group"}
 _QUANTIFIER = re.compile(r"[*+?]|\{(\d+)(,(\d*))?\}")
@@ -74,22 +77,42 @@ def _char(c: int) -> str:
     return ch if plain else "\\" + ch if 0x21 <= c <= 0x7E else f"\\x{{{c:X}}}"
 
 
+@dataclass(frozen=True)
+class _Atom:
+    """What a quantifier would repeat: may the match end with \\r before it (`cr_before`),
+    may it end with \\r (`cr`), take a \\n (`nl`), match empty text (`empty`); and could the
+    branch match empty text before it (`empty_before`)."""
+
+    cr_before: bool
+    cr: bool
+    nl: bool
+    empty: bool
+    empty_before: bool
+
+
 @dataclass
 class _Frame:
     """The current branch of a group (or the pattern). `cr`: a match so far may end with a \\r
-    that a final \\r\\n splits; `dollar`: it ended with `$`; `ends_cr`, `any_dollar`: of a branch;
-    `atom`: what a quantifier would repeat (`cr` before it, may it end with \\r, take a \\n)."""
+    that a final \\r\\n splits; `dollar`: it ended with `$`; `empty`: it can match empty text;
+    `ends_cr`, `any_dollar`, `any_empty`: of a branch; `atom`: what a quantifier would repeat.
+
+    Java and RE2 end the repetition of a group differently once an iteration matched empty
+    text (`(?:\\A|^x*?){2}$` finds nothing in "x" in Java, RE2 finds it), so a group that can
+    match empty text may not be repeated more than once."""
 
     start_cr: bool
     cr: bool = False
     ends_cr: bool = False
     dollar: bool = False
     any_dollar: bool = False
-    atom: tuple[bool, bool, bool] | None = None
+    empty: bool = True
+    any_empty: bool = False
+    atom: _Atom | None = None
 
     def end_branch(self) -> None:
         self.ends_cr, self.any_dollar = self.ends_cr or self.cr, self.any_dollar or self.dollar
-        self.cr, self.dollar, self.atom = self.start_cr, False, None
+        self.any_empty = self.any_empty or self.empty
+        self.cr, self.dollar, self.atom, self.empty = self.start_cr, False, None, True
 
 
 class _Translator:
@@ -148,7 +171,8 @@ class _Translator:
         items = [_char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in ranges]
         frame = self.emit(items[0] if single else f"[{'^' * mode}{''.join(items)}]", what, at)
         cr, nl = (any(a <= c <= b for a, b in ranges) != mode for c in (0x0D, 0x0A))
-        frame.atom, frame.cr = (frame.cr, cr, nl), cr
+        frame.atom, frame.cr = _Atom(frame.cr, cr, nl, False, frame.empty), cr
+        frame.empty = False
 
     def quoted(self) -> list[tuple[int, int]]:
         """`\\Q...\\E` (or to the end of the pattern), `Q` at `i`: (offset, code point)s."""
@@ -228,8 +252,9 @@ class _Translator:
             raise self.fail(")", at, "unmatched: escape it as \\)")
         (group := self.frames.pop()).end_branch()
         parent = self.emit(")", ")", at)
-        parent.atom, parent.cr = (parent.cr, group.ends_cr, False), group.ends_cr
-        parent.dollar = group.any_dollar
+        parent.atom = _Atom(parent.cr, group.ends_cr, False, group.any_empty, parent.empty)
+        parent.cr, parent.dollar = group.ends_cr, group.any_dollar
+        parent.empty = parent.empty and group.any_empty
 
     def quantifier(self, at: int) -> None:
         """`* + ? {n} {n,} {n,m}`, maybe lazy (`?`); possessive ones (`+`) are refused."""
@@ -244,8 +269,12 @@ class _Translator:
             raise self.fail(what, at, "it is reversed" if frame.atom else "it repeats nothing")
         if p.startswith("+", self.i):
             raise self.fail("possessive quantifier", at, "RE2 lacks it: drop the +")
+        atom = frame.atom
+        if atom.empty and not 0 <= hi <= 1:
+            raise self.fail(f"{what} of a group that can match empty text", at, "empty")
         self.i += p.startswith("?", self.i)
         self.out.append(p[at : self.i])
-        before_cr, after_cr, takes_nl = frame.atom  # unbounded and taking \n: it takes the \n
-        frame.cr = not (hi < 0 and takes_nl) and (after_cr or (lo == 0 and before_cr))
+        # unbounded and taking \n: it takes the \n
+        frame.cr = not (hi < 0 and atom.nl) and (atom.cr or (lo == 0 and atom.cr_before))
+        frame.empty = atom.empty_before and (lo == 0 or atom.empty)
         frame.atom = None

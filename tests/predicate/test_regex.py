@@ -109,6 +109,10 @@ REFUSED = [
     ("a)", ")", 1),
     ("[a", "[", 2),
     ("a\\", "\\", 1),
+    ("(?:\\A|^x*?){2}$", "quantifier {2} of a group that can match empty text", 11),
+    ("(?:^x*?)+", "quantifier + of a group that can match empty text", 8),
+    ("(a|)*", "quantifier * of a group that can match empty text", 4),
+    ("((a)?)*", "quantifier * of a group that can match empty text", 6),
     ("\\x{110000}", "\\x", 0),
     ("\\xg1", "\\x", 0),
     ("(?<1a>x)", "group name", 0),
@@ -305,6 +309,9 @@ DIFFERENCES = [
     ("[a&&b]", "a", False),  # intersection
     ("[a[b]]", "b", True),  # union
     ("\\0101", "A", True),  # octal
+    # an iteration of a repeated group that matched empty text (found by the property test)
+    ("(?:\\A|^x*?){2}$", "x", False),
+    ("(?:(?:^x*?)+){2}$", "x", False),
 ]
 
 
