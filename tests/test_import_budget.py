@@ -70,6 +70,7 @@ _SMALL_TABLE = {
     "pyarrow.parquet",  # for checkpoints, data files and their footers: the table has none
     "pyarrow.fs",
     "dvtool.core.checkpoint",  # the checkpoint reader
+    "dvtool.core.checkpoint_build",  # and builder (only a commit that writes a checkpoint)
     "pyroaring",  # the DV codec: DVs are only read by --files and --verify
     "dvtool.dvstore",
     "dvtool.data_files",  # footers: --count-rows and --verify
@@ -88,8 +89,13 @@ INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
 # (--verify).
 INSPECT_TERMINAL_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}
 # `dvtool inspect --json` of a table with a classic parquet checkpoint: the checkpoint reader
-# and pyarrow.parquet are needed now, the DV codec and rich still not.
-INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {"rich", "pyroaring", "dvtool.dvstore"}
+# and pyarrow.parquet are needed now; the checkpoint builder, the DV codec and rich still not.
+INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {
+    "rich",
+    "pyroaring",
+    "dvtool.dvstore",
+    "dvtool.core.checkpoint_build",
+}
 # `dvtool delete T --where ...`: the predicate is parsed (sqlglot), checked against statistics
 # and evaluated on the rows, and still pandas stays out (issue 12).
 DELETE_FORBIDDEN = NEVER - {"sqlglot"}

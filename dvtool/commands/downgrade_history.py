@@ -21,9 +21,9 @@ from dvtool.commands.downgrade_protocol import (
     dvs_enabled,
     is_true,
 )
-from dvtool.core.checkpoint import parse_interval_ms
 from dvtool.core.log_files import LogFile, LogFileKind, commit_name, complete_checkpoints
 from dvtool.core.log_json import first_commit_info
+from dvtool.core.retention import parse_interval_ms
 from dvtool.errors import CommitConflictError, LogError
 from dvtool.io_pool import map_io
 from dvtool.log.reader import DeltaLog

@@ -34,7 +34,7 @@ from dvtool.commands.inspect_summary import snapshot_position
 from dvtool.commands.optimize_plan import COMPACTION_DELETED_RATIO
 from dvtool.commands.vacuum_retention import RETENTION_PROPERTY, format_duration
 from dvtool.core import arrow_values
-from dvtool.core.checkpoint import tombstone_retention_ms
+from dvtool.core.retention import tombstone_retention_ms
 from dvtool.core.target_file_size import TARGET_SIZE_PROPERTY, target_file_size
 from dvtool.errors import UsageError
 from dvtool.log.snapshot import Snapshot

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from dvtool.core.actions import Metadata
-from dvtool.core.checkpoint import parse_interval_ms, tombstone_retention_ms
+from dvtool.core.retention import parse_interval_ms, tombstone_retention_ms
 from dvtool.errors import UsageError, WriteRefusedError
 
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"

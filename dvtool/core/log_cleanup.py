@@ -34,7 +34,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from dvtool.core.actions import Metadata, Protocol
-from dvtool.core.checkpoint import parse_interval_ms
 from dvtool.core.commit import in_commit_timestamps_enabled
 from dvtool.core.features import writer_features
 from dvtool.core.log_files import (
@@ -44,6 +43,7 @@ from dvtool.core.log_files import (
     monotonic_times,
     parse_log_name,
 )
+from dvtool.core.retention import parse_interval_ms
 from dvtool.errors import WriteRefusedError
 
 DAY_MS = 86_400_000

@@ -103,7 +103,7 @@ def write_checkpoint(
     """
     # Local: one commit in `delta.checkpointInterval` (10) writes a checkpoint; the others
     # should not pay for importing its code and pyarrow.parquet (start-up time).
-    from dvtool.core.checkpoint import checkpoint_table, last_checkpoint_json
+    from dvtool.core.checkpoint_build import checkpoint_table, last_checkpoint_json
 
     storage = log.storage
     if snapshot is None:

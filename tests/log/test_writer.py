@@ -20,15 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.core.checkpoint import (
-    checkpoint_table,
-    last_checkpoint_checksum,
-    parse_interval_ms,
-    tombstone_retention_ms,
-)
+from dvtool.core.checkpoint_build import checkpoint_table, last_checkpoint_checksum
 from dvtool.core.commit import add_action_from_row, commit_info, encode_commit, remove_for_add
 from dvtool.core.conflicts import CONCURRENT_DELETE_READ, ReadSet
 from dvtool.core.replay import ActionBatch
+from dvtool.core.retention import parse_interval_ms, tombstone_retention_ms
 from dvtool.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
