@@ -43,3 +43,19 @@ def s3_server() -> Iterator[S3Server]:
     their own key prefixes in its bucket. Stopped when the session ends."""
     with moto_s3_server() as server:
         yield server
+
+
+def _hypothesis_profiles() -> None:
+    """Property tests draw the same examples on every run (`derandomize`: seeded by the
+    test), so CI gates on a fixed set; `DVTOOL_HYPOTHESIS=explore` draws new ones, to hunt
+    for differences deliberately (README, Development)."""
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None)
+    settings.register_profile("explore")
+    settings.load_profile("explore" if os.environ.get("DVTOOL_HYPOTHESIS") == "explore" else "ci")
+
+
+_hypothesis_profiles()
