@@ -39,6 +39,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dvtool import interrupts
 from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ def maintain(
     """
     from dvtool.commands.maintain import MaintainRequest, parse_option_duration, run_maintain
 
+    interrupts.begin_library_call()
     paths = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)
     request = MaintainRequest(
         purge_ratio=purge_ratio,
@@ -295,6 +297,7 @@ def maintain(
 def _open(table: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> DeltaLog:
     from dvtool.log.reader import open_log
 
+    interrupts.begin_library_call()
     return open_log(os.fspath(table), dict(storage_options or {}))
 
 

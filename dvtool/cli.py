@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from dvtool import __version__
+from dvtool import __version__, interrupts
 from dvtool.errors import DvtoolError, exit_code_of
 
 COMPLETE_VAR = "_DVTOOL_COMPLETE"  # as dvtool.shell_completion, without importing it
@@ -52,6 +52,10 @@ class DvtoolGroup(click.Group):
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
+        with interrupts.command_scope():
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DvtoolError as e:
@@ -66,15 +70,33 @@ class DvtoolGroup(click.Group):
         except (click.ClickException, click.exceptions.Abort):
             raise
         except KeyboardInterrupt as e:
-            message = "interrupted; nothing half-written is left in the log"
-            _report(ctx, message, e, _error_json("interrupted", message, None))
-            ctx.exit(exit_code_of("interrupted"))
+            kind = "terminated" if isinstance(e, interrupts.Terminated) else "interrupted"
+            message, hint = _stopped_message(e)
+            _report(ctx, f"{message}\n{hint}", e, _error_json(kind, message, hint))
+            ctx.exit(exit_code_of(kind))
         except Exception as e:
             message = f"internal error, please report: {type(e).__name__}: {e}"
             _report(
                 ctx, message, e, _error_json("internal", message, "Run with -v for the traceback.")
             )
             ctx.exit(exit_code_of("internal"))
+
+
+def _stopped_message(error: KeyboardInterrupt) -> tuple[str, str]:
+    """What a signal that stopped the command left: the commits that landed before it."""
+    name = interrupts.signal_name(interrupts.signum_of(error))
+    landed = interrupts.landed()
+    if not landed:
+        return (
+            f"interrupted ({name}) before committing: no commit of this run is in the table's log",
+            "Files it had written were deleted, or are left for vacuum; run the command again.",
+        )
+    versions = ", ".join(str(v) for v in landed)
+    return (
+        f"interrupted ({name}) after committing version{'s' if len(landed) > 1 else ''} "
+        f"{versions}; nothing after that was committed",
+        "The table is valid as committed; run the command again to finish.",
+    )
 
 
 def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -156,4 +178,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         from dvtool.shell_completion import register
 
         register()
-    cli.main(args=argv, prog_name="dvtool")
+    with interrupts.command_scope(process_exits=True):
+        cli.main(args=argv, prog_name="dvtool")

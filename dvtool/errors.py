@@ -28,7 +28,11 @@ EXIT_CODES: dict[str, tuple[int, str]] = {
     "refused": (7, "refused by a safety rule: retention, waiting period, a table feature"),
     "storage": (8, "storage or credentials: a read, listing or write failed"),
     "internal": (70, "internal error: a bug in dvtool, please report it (-v shows the traceback)"),
-    "interrupted": (130, "interrupted (Ctrl-C, SIGINT); no commit is ever half-written"),
+    "interrupted": (
+        130,
+        "interrupted (Ctrl-C, SIGINT) before a commit; no commit is ever half-written",
+    ),
+    "terminated": (143, "stopped by SIGTERM (a CI cancellation) before a commit, as SIGINT"),
 }
 
 
@@ -42,6 +46,7 @@ def exit_code_of(kind: str) -> int:
 # person to repair the table or its storage, then what they must decide or correct, then
 # what running again fixes.
 SEVERITY: tuple[str, ...] = (
+    "terminated",
     "interrupted",
     "internal",
     "integrity",

@@ -28,7 +28,8 @@ Steps marked in the program flow:
 - `commit-temp-written`: local disk, the commit's temp file is written and fsynced, not
   yet linked to its final name;
 - `commit-linked`: local disk, the commit is linked to its final name, before the fsync of
-  the directory.
+  the directory;
+- `committed`: the commit landed and is known to be ours, before the post-commit hooks.
 
 Kinds:
 
@@ -39,7 +40,9 @@ Kinds:
   file beside the target, as a crash mid-write would leave them; object stores publish a
   PUT whole or not at all, so nothing stays there);
 - `timeout`: the call succeeds but reports a timeout, like a lost response (retried by
-  `Storage`; a commit is then recognised as ours by its txnId).
+  `Storage`; a commit is then recognised as ours by its txnId);
+- `sigint`, `sigterm`: send that signal to this process (Ctrl-C, a CI cancellation); at a
+  storage step, right after the call succeeded. What it stops is `dvtool.interrupts`'s to say.
 """
 
 from __future__ import annotations
@@ -59,8 +62,11 @@ LOG_ENV = "DVTOOL_FAULT_LOG"
 STORAGE_STEPS = frozenset(
     {"dv-file", "commit", "checkpoint", "last-checkpoint", "manifest", "write", "delete"}
 )
-PROGRAM_STEPS = frozenset({"data-files-written", "commit-temp-written", "commit-linked"})
-KINDS = frozenset({"kill", "fail", "half", "timeout"})
+PROGRAM_STEPS = frozenset(
+    {"data-files-written", "commit-temp-written", "commit-linked", "committed"}
+)
+KINDS = frozenset({"kill", "fail", "half", "timeout", "sigint", "sigterm"})
+_SIGNALS = {"kill": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
 
 T = TypeVar("T")
 
@@ -128,8 +134,8 @@ def _record(step: str, kind: str) -> None:
 def reached(step: str) -> None:
     """Mark a program step: kill or fail here if a rule says so."""
     kind = _due(step)
-    if kind == "kill":
-        _kill()
+    if kind in _SIGNALS:
+        _signal(kind)
     elif kind is not None:
         raise StorageError(f"injected fault at step {step}")
 
@@ -148,9 +154,10 @@ def storage_call(step: str, call: Callable[[], T], half: Callable[[], None] | No
         if half is not None:
             half()
         raise InjectedFault(errno.ENOSPC, f"injected fault: {step} failed half-way")
-    call()
-    if kind == "kill":
-        _kill()
+    result = call()
+    if kind in _SIGNALS:
+        _signal(kind)
+        return result
     raise InjectedTimeout(f"injected fault: {step} timed out (it succeeded)")
 
 
@@ -162,5 +169,7 @@ def half_temp_file(path: str, data: bytes) -> None:
         f.write(data[: len(data) // 2])
 
 
-def _kill() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+def _signal(kind: str) -> None:
+    """Send this process the signal of `kind`; Python runs a handler for SIGINT/SIGTERM at
+    the main thread's next instruction, as it would for a signal from outside."""
+    os.kill(os.getpid(), _SIGNALS[kind])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,7 +122,14 @@ def _rows(table: Path) -> list[Row]:
 
 # -- commands and their steps ---------------------------------------------------------------
 
-COMMIT_STEPS = ("commit", "commit-temp-written", "commit-linked", "checkpoint", "last-checkpoint")
+COMMIT_STEPS = (
+    "commit",
+    "commit-temp-written",
+    "commit-linked",
+    "committed",
+    "checkpoint",
+    "last-checkpoint",
+)
 WRITE_STEPS = frozenset({"dv-file", "commit", "checkpoint", "last-checkpoint", "manifest", "write"})
 
 
@@ -183,6 +191,20 @@ COMMANDS = (
         _no_dvs,
     ),
     Command(
+        "compaction",
+        "dv",
+        ("optimize", "{table}", "--engine", "arrow"),
+        ("data-files-written", *COMMIT_STEPS),
+        _nothing,
+    ),
+    Command(
+        "maintain",
+        "dv",
+        ("maintain", "{table}", "--purge-ratio", "0.01", "--engine", "arrow"),
+        ("data-files-written", "commit", "committed", "checkpoint"),
+        _no_dvs,
+    ),
+    Command(
         "vacuum",
         "purged",
         ("vacuum", "{table}", "--retain", "0h", "--force"),
@@ -206,13 +228,22 @@ COMMANDS = (
 )
 
 
+# Steps where both signals are sent; at the others SIGTERM only (handled alike).
+BOTH_SIGNALS = frozenset(
+    {"commit", "committed", "checkpoint", "data-files-written", "dv-file", "manifest", "delete@1"}
+)
+
+
 def _kinds(step: str) -> tuple[str, ...]:
     name = step.partition("@")[0]
+    signals = ("sigint", "sigterm") if step in BOTH_SIGNALS else ("sigterm",)
+    if name == "committed":  # after the commit landed: nothing there can fail
+        return ("kill", *signals)
     if name in faults.PROGRAM_STEPS:
-        return ("kill", "fail")
+        return ("kill", "fail", *signals)
     if name in WRITE_STEPS:
-        return ("kill", "fail", "half", "timeout")
-    return ("kill", "fail", "timeout")
+        return ("kill", "fail", "half", "timeout", *signals)
+    return ("kill", "fail", "timeout", *signals)
 
 
 def _cases() -> Iterator[Any]:
@@ -243,7 +274,7 @@ def _args(command: Command, table: Path) -> list[str]:
     return [a.replace("{table}", str(table)) for a in command.args]
 
 
-def _run_with_fault(command: Command, table: Path, rule: str, log: Path) -> int:
+def _run_with_fault(command: Command, table: Path, rule: str, log: Path) -> tuple[int, str]:
     env = {**os.environ, faults.ENV: rule, faults.LOG_ENV: str(log)}
     proc = subprocess.run(
         [sys.executable, "-m", "dvtool", *_args(command, table)],
@@ -254,7 +285,7 @@ def _run_with_fault(command: Command, table: Path, rule: str, log: Path) -> int:
     )
     assert "internal error" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode
+    return proc.returncode, proc.stderr
 
 
 def _leftovers(table: Path) -> list[str]:
@@ -292,18 +323,44 @@ def test_fault(
     before, after = after_rows["get"](command)
     table = _copy(bases[command.base], tmp_path / "t")
     fired = tmp_path / "fired.log"
-    code = _run_with_fault(command, table, f"{step}:{kind}", fired)
+    versions = set(commit_versions(table))
+    code, stderr = _run_with_fault(command, table, f"{step}:{kind}", fired)
     assert fired.read_text().split() == [step.partition("@")[0], kind], "the fault never fired"
     if kind == "kill":
         assert code == -signal.SIGKILL
     rows = _rows(table)
     assert rows in (before, after)
+    if kind in SIGNAL_EXITS:
+        _check_stopped(code, stderr, SIGNAL_EXITS[kind], set(commit_versions(table)) - versions)
+        assert code != 0 or rows == after
     _ok(*_args(command, table))
     assert _rows(table) == after
     command.check(table)
     _ok("vacuum", table, "--retain", "0h", "--force")
     assert _leftovers(table) == []
     assert _rows(table) == after
+
+
+SIGNAL_EXITS = {"sigint": 130, "sigterm": 143}
+
+
+def stopped_versions(message: str) -> set[int] | None:
+    """The versions a stop message says were committed before the signal; None if it does
+    not say."""
+    if "before committing" in message:
+        return set()
+    found = re.search(r"after committing versions? ([\d, ]+);", message)
+    return {int(v) for v in found.group(1).split(",")} if found else None
+
+
+def _check_stopped(code: int, stderr: str, exit_code: int, new: set[int]) -> None:
+    """A command sent a signal finished (0) or stopped with the signal's exit code, saying
+    truly which commits landed: never "interrupted" about a commit it does not name."""
+    assert code in (0, exit_code), (code, stderr)
+    if code == 0:
+        assert new, "exit 0 without a commit"
+    else:
+        assert stopped_versions(stderr) == new, (stderr, sorted(new))
 
 
 # -- the hook itself and the storage layer's retries ----------------------------------------

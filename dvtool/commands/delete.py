@@ -11,9 +11,10 @@
    (or with `--mode cow`) touched files are rewritten without the rows instead, with
    `_change_data` files when the change data feed is on. (`dvtool.commands.delete_write`:
    the files written and the commit's file actions.)
-4. Commit: optimistic, put-if-absent; a concurrent commit that conflicts makes the delete
-   re-plan from the new snapshot (the predicate is re-evaluated), up to a bound. Files
-   written by an abandoned attempt are deleted again.
+4. Commit through `dvtool.log.transaction`: optimistic, put-if-absent; a concurrent commit
+   that conflicts makes the delete re-plan from the new snapshot (the predicate is
+   re-evaluated), up to a bound. Files written by an attempt that provably did not land are
+   deleted again; the post-commit hooks run there too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from typing import Any
 from pyroaring import BitMap64
 
 from dvtool.commands.delete_write import Touched, write_files
-from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.commands.result import CommandResult
 from dvtool.core.actions import file_action_key
 from dvtool.core.conflicts import ReadSet
@@ -39,16 +39,12 @@ from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore, WrittenDVFile
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Engine, ScanFile, TableLayout
-from dvtool.errors import (
-    CommitConflictError,
-    CommitOutcomeUnknownError,
-    UsageError,
-    WriteRefusedError,
-)
+from dvtool.errors import UsageError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.table_root import require_inside_root
-from dvtool.log.writer import LogWriter, row_tracked, snapshot_commit_info
+from dvtool.log.transaction import Prepared, Written, commit_transaction
+from dvtool.log.writer import row_tracked, snapshot_commit_info
 from dvtool.predicate import Match, Predicate
 
 MODES = ("auto", "dv", "cow")
@@ -154,19 +150,26 @@ def run_delete(
         raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {request.mode!r}")
     if request.now is None:
         request = replace(request, now=datetime.now(timezone.utc))
-    for attempt in range(1, MAX_REPLANS + 1):
-        plan = _plan(log.snapshot(), request)
-        if engine is None:
+    chosen = engine
+
+    def prepare(snapshot: Snapshot, written: Written) -> Prepared[DeleteResult]:
+        nonlocal chosen
+        plan = _plan(snapshot, request)
+        if chosen is None:
             scan_bytes = sum(plan.rows[i]["size"] for i in plan.scan)
-            engine = engine_for(scan_bytes) if engine_for else ArrowEngine()
-        try:
-            result = _execute(log, plan, request, engine, progress)
-        except CommitConflictError:
-            if attempt == MAX_REPLANS:
-                raise
-            continue
-        return replace(result, attempts=attempt)
-    raise AssertionError("unreachable")
+            chosen = engine_for(scan_bytes) if engine_for else ArrowEngine()
+        return _execute(log, plan, request, chosen, progress, written)
+
+    outcome = commit_transaction(log, prepare, plans=MAX_REPLANS)
+    result = replace(outcome.value, attempts=outcome.plans)
+    if outcome.commit is None:
+        return result
+    return replace(
+        result,
+        version=outcome.commit.version,
+        checkpoint_warning=outcome.commit.checkpoint_warning,
+        manifest_warning=outcome.commit.manifest_warning,
+    )
 
 
 # -- planning --------------------------------------------------------------------------------
@@ -240,7 +243,10 @@ def _execute(
     request: DeleteRequest,
     engine: Engine,
     progress: Progress | None,
-) -> DeleteResult:
+    written: Written,
+) -> Prepared[DeleteResult]:
+    """Scan, then (unless a dry run or nothing matched) write the DVs or rewritten files and
+    build the commit."""
     started = time.monotonic()
     plan.snapshot.require_paths_live_once("DELETE")
     require_inside_root(log.storage, (plan.rows[i] for i in plan.whole + plan.scan), "DELETE")
@@ -250,17 +256,24 @@ def _execute(
     changes = [_change(plan, t) for t in touched]
     if request.dry_run or not changes:
         metrics = _metrics(plan, changes, scan_ms, 0, [], [])
-        return DeleteResult(
-            None,
-            plan.snapshot.version,
-            request.dry_run,
-            plan.mode,
-            plan.skipped,
-            len(plan.scan),
-            changes,
-            metrics,
-        )
-    return _commit(log, plan, touched, changes, store, engine, scan_ms, started)
+        return Prepared(_result(plan, request.dry_run, changes, metrics))
+    return _prepare_commit(log, plan, touched, changes, store, engine, scan_ms, started, written)
+
+
+def _result(
+    plan: _Plan, dry_run: bool, changes: list[FileChange], metrics: dict[str, int]
+) -> DeleteResult:
+    """The result before the commit (its version is set once it lands)."""
+    return DeleteResult(
+        None,
+        plan.snapshot.version,
+        dry_run,
+        plan.mode,
+        plan.skipped,
+        len(plan.scan),
+        changes,
+        metrics,
+    )
 
 
 def _whole_files(log: DeltaLog, plan: _Plan, store: DVStore) -> list[Touched]:
@@ -334,76 +347,53 @@ def _change(plan: _Plan, t: Touched) -> FileChange:
 # -- writing and committing ------------------------------------------------------------------
 
 
-def _commit(
+def _prepare_commit(
     log: DeltaLog,
     plan: _Plan,
     touched: Sequence[Touched],
-    changes: Sequence[FileChange],
+    changes: list[FileChange],
     store: DVStore,
     engine: Engine,
     scan_ms: int,
     started: float,
-) -> DeleteResult:
+    written: Written,
+) -> Prepared[DeleteResult]:
+    """Write the new DV files (or rewritten files) and build the commit's actions."""
     snapshot = plan.snapshot
     now = int(time.time() * 1000)
-    written: list[str] = []
     rewrite_started = time.monotonic()
-    try:
-        by_action = _by_action(touched, changes)
-        actions, dv_files, rewritten = write_files(
-            log.storage, snapshot, by_action, store, engine, written, now
-        )
-        rewrite_ms = int((time.monotonic() - rewrite_started) * 1000)
-        metrics = _metrics(plan, changes, scan_ms, rewrite_ms, actions, dv_files)
-        metrics.update(
-            numAddedFiles=rewritten.added_files,
-            numAddedBytes=rewritten.added_bytes,
-            numCopiedRows=rewritten.copied_rows,
-            numAddedChangeFiles=rewritten.change_files,
-            executionTimeMs=int((time.monotonic() - started) * 1000),
-        )
-        info = snapshot_commit_info(
-            snapshot,
-            "DELETE",
-            {"predicate": [plan.predicate.to_spark_sql()]},
-            metrics,
-            txn_id=str(uuid.uuid4()),
-            now_ms=now,
-            copies_rows=any(c.action == "rewrite" for c in changes),
-        )
-        commit_actions = [info, *actions]
-        read_set = ReadSet.for_actions(
-            snapshot.version,
-            commit_actions,
-            read_keys=[_key(plan.rows[t.index]) for t in touched],
-            might_match=lambda add: _might_match(plan.predicate, add),
-            root=snapshot.root,
-        )
-        result = LogWriter(log).try_commit(
-            snapshot.version,
-            row_tracked(snapshot, commit_actions),
-            read_set,
-            metadata=snapshot.metadata,
-        )
-    except CommitOutcomeUnknownError:
-        raise  # the commit may have landed and name these files: they stay
-    except BaseException:
-        log.storage.delete_many(written)
-        raise
-    refresh = refresh_manifests_after_commit(
-        log, result.version, result.actions, metadata=snapshot.metadata
+    by_action = _by_action(touched, changes)
+    actions, dv_files, rewritten = write_files(
+        log.storage, snapshot, by_action, store, engine, written.locations, now
     )
-    return DeleteResult(
-        result.version,
-        snapshot.version,
-        False,
-        plan.mode,
-        plan.skipped,
-        len(plan.scan),
-        list(changes),
+    rewrite_ms = int((time.monotonic() - rewrite_started) * 1000)
+    metrics = _metrics(plan, changes, scan_ms, rewrite_ms, actions, dv_files)
+    metrics.update(
+        numAddedFiles=rewritten.added_files,
+        numAddedBytes=rewritten.added_bytes,
+        numCopiedRows=rewritten.copied_rows,
+        numAddedChangeFiles=rewritten.change_files,
+        executionTimeMs=int((time.monotonic() - started) * 1000),
+    )
+    info = snapshot_commit_info(
+        snapshot,
+        "DELETE",
+        {"predicate": [plan.predicate.to_spark_sql()]},
         metrics,
-        checkpoint_warning=result.checkpoint_warning,
-        manifest_warning=refresh.warning if refresh else None,
+        txn_id=str(uuid.uuid4()),
+        now_ms=now,
+        copies_rows=any(c.action == "rewrite" for c in changes),
+    )
+    commit_actions = [info, *actions]
+    read_set = ReadSet.for_actions(
+        snapshot.version,
+        commit_actions,
+        read_keys=[_key(plan.rows[t.index]) for t in touched],
+        might_match=lambda add: _might_match(plan.predicate, add),
+        root=snapshot.root,
+    )
+    return Prepared(
+        _result(plan, False, changes, metrics), row_tracked(snapshot, commit_actions), read_set
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dvtool.commands.downgrade_protocol import (
@@ -30,6 +30,7 @@ from dvtool.core.replay import ActionBatch
 from dvtool.errors import CommitConflictError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
+from dvtool.log.transaction import Prepared, Written, commit_transaction
 from dvtool.log.writer import CommitResult, LogWriter, snapshot_commit_info
 
 _COMMIT_ATTEMPTS = 5
@@ -69,10 +70,10 @@ def commit_info(
 def disable_dvs(log: DeltaLog) -> CommitResult | None:
     """Commit delta.enableDeletionVectors=false, so writers respecting it add no new DVs;
     None when DVs are already off."""
-    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-        snapshot = log.snapshot()
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[None]:
         if not dvs_enabled(snapshot):
-            return None
+            return Prepared(None)
         metadata = snapshot.metadata.to_json()
         metadata["configuration"] = {
             **snapshot.metadata.configuration,
@@ -82,31 +83,23 @@ def disable_dvs(log: DeltaLog) -> CommitResult | None:
             commit_info(snapshot, "SET TBLPROPERTIES", {"properties": {ENABLE_PROPERTY: "false"}}),
             {"metaData": metadata},
         ]
-        read_set = ReadSet.for_actions(snapshot.version, actions, read_whole_table=True)
-        try:
-            return LogWriter(log).try_commit(snapshot.version, actions, read_set)
-        except CommitConflictError:
-            if attempt == _COMMIT_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
+        return Prepared(
+            None, actions, ReadSet.for_actions(snapshot.version, actions, read_whole_table=True)
+        )
+
+    return commit_transaction(log, prepare, plans=_COMMIT_ATTEMPTS).commit
 
 
 def empty_commit(log: DeltaLog) -> int:
     """Commit nothing but a commitInfo (a version to put a checkpoint on); its version."""
-    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-        snapshot = log.snapshot()
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[None]:
         actions = [commit_info(snapshot, "Empty Commit", {})]
-        read_set = ReadSet(read_version=snapshot.version)
-        try:
-            result = LogWriter(log).try_commit(
-                snapshot.version, actions, read_set, checkpoint=False
-            )
-        except CommitConflictError:
-            if attempt == _COMMIT_ATTEMPTS:
-                raise
-            continue
-        return result.version
-    raise AssertionError("unreachable")
+        return Prepared(None, actions, ReadSet(read_version=snapshot.version))
+
+    outcome = commit_transaction(log, prepare, plans=_COMMIT_ATTEMPTS, post_commit=False)
+    assert outcome.commit is not None
+    return outcome.commit.version
 
 
 def write_checkpoint(log: DeltaLog, version: int) -> str:
@@ -121,30 +114,34 @@ def commit_drop(
     validation is repeated on the new snapshot. `drop` and `protocol` are the plan so far,
     planned again on each attempt's snapshot; `protect` adds checkpoint protection at the
     version the commit lands at."""
-    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-        snapshot = log.snapshot()
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[DropCommit]:
+        nonlocal drop, protocol
         validate_clean(snapshot)
         features = features_to_drop(snapshot.protocol, truncate)
         if not features:
-            return DropCommit(snapshot.version, drop, protocol, committed=False)
+            return Prepared(DropCommit(snapshot.version, drop, protocol, committed=False))
         drop = features
         protocol = protocol_after(snapshot.protocol, drop, truncate)
         build = _drop_actions(snapshot, drop, protocol, truncate, protect, str(uuid.uuid4()))
         read_set = ReadSet.for_actions(
             snapshot.version, build(snapshot.version + 1, ()), read_whole_table=True
         )
-        try:
-            result = LogWriter(log).try_commit(snapshot.version, build, read_set, checkpoint=False)
-        except CommitConflictError as e:
-            if attempt == _COMMIT_ATTEMPTS:
-                raise CommitConflictError(
-                    "the protocol commit kept conflicting with concurrent commits "
-                    f"({e.message}); nothing was dropped",
-                    hint="The table is busy; run the downgrade again.",
-                ) from e
-            continue
-        return DropCommit(result.version, drop, protocol)
-    raise AssertionError("unreachable")
+        return Prepared(DropCommit(snapshot.version, drop, protocol), build, read_set)
+
+    def reworded(e: CommitConflictError) -> CommitConflictError:
+        return CommitConflictError(
+            "the protocol commit kept conflicting with concurrent commits "
+            f"({e.message}); nothing was dropped",
+            hint="The table is busy; run the downgrade again.",
+        )
+
+    outcome = commit_transaction(
+        log, prepare, plans=_COMMIT_ATTEMPTS, post_commit=False, on_conflict=reworded
+    )
+    if outcome.commit is None:
+        return outcome.value
+    return replace(outcome.value, version=outcome.commit.version)
 
 
 def _drop_actions(

@@ -18,13 +18,12 @@ from dvtool.commands.result import CommandResult
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.features import require_writable
 from dvtool.core.protocol_upgrade import with_feature
-from dvtool.errors import CommitConflictError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
-from dvtool.log.writer import LogWriter, snapshot_commit_info
+from dvtool.log.transaction import Prepared, Written, commit_transaction
+from dvtool.log.writer import snapshot_commit_info
 
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
-_MAX_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -49,26 +48,25 @@ class EnableResult(CommandResult):
 
 
 def run_enable(log: DeltaLog) -> EnableResult:
-    """Enable deletion vectors; retries from a fresh snapshot if a concurrent commit conflicts."""
-    for attempt in range(1, _MAX_ATTEMPTS + 1):
-        snapshot = log.snapshot()
-        try:
-            return _enable(log, snapshot)
-        except CommitConflictError:
-            if attempt == _MAX_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
+    """Enable deletion vectors; planned again from a fresh snapshot if a concurrent commit
+    conflicts (`dvtool.log.transaction`)."""
+    outcome = commit_transaction(log, _enable)
+    result = outcome.value
+    if outcome.commit is None:
+        return result
+    return EnableResult(outcome.commit.version, result.read_version, result.protocol)
 
 
-def _enable(log: DeltaLog, snapshot: Snapshot) -> EnableResult:
+def _enable(snapshot: Snapshot, _: Written) -> Prepared[EnableResult]:
     require_writable(snapshot.protocol, snapshot.metadata, "ENABLE")
     protocol = snapshot.protocol
     if not {"deletionVectors"} <= snapshot.reader_features & snapshot.writer_features:
         protocol = with_feature(protocol, "deletionVectors", reader=True)
     configuration = dict(snapshot.metadata.configuration)
     enabled = configuration.get(ENABLE_PROPERTY, "").lower() == "true"
+    unchanged = EnableResult(None, snapshot.version, protocol.to_json())
     if protocol is snapshot.protocol and enabled:
-        return EnableResult(None, snapshot.version, protocol.to_json())
+        return Prepared(unchanged)
     configuration[ENABLE_PROPERTY] = "true"
     metadata = snapshot.metadata.to_json()
     metadata["configuration"] = configuration
@@ -85,5 +83,4 @@ def _enable(log: DeltaLog, snapshot: Snapshot) -> EnableResult:
         {"metaData": metadata},
     ]
     read_set = ReadSet.for_actions(snapshot.version, actions, read_whole_table=True)
-    result = LogWriter(log).try_commit(snapshot.version, actions, read_set)
-    return EnableResult(result.version, snapshot.version, protocol.to_json())
+    return Prepared(unchanged, actions, read_set)

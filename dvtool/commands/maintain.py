@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvtool import interrupts
 from dvtool.commands.maintain_plan import (
     STEPS,
     MaintainRequest,
@@ -347,7 +348,9 @@ class _TableRun:
             "log-cleanup": self._log_cleanup,
         }
         try:
-            return runners[planned.step](planned)
+            # A signal stops the step even after an earlier step's commit landed.
+            with interrupts.interruptible():
+                return runners[planned.step](planned)
         except _StepFailed as failed:
             _record_failure(outcome, failed.error)
             return StepOutcome(planned.step, FAILED, failed.error.message, failed.result)

@@ -11,14 +11,13 @@
 Planning (which files, which bins) is `dvtool.commands.optimize_plan`. Rewrites run on an
 engine (in-process pyarrow or Spark); only this module commits. Adds and
 removes carry `dataChange=false`: the rows of the table do not change. Large jobs commit in
-batches of bins, each batch its own transaction. If a concurrent commit removed or changed
-an input (a delete wrote a new DV on it), that batch is not committed and the files it wrote
-are deleted, so rows deleted concurrently stay deleted.
+batches of bins, each batch its own transaction (`dvtool.log.transaction`). If a concurrent
+commit removed or changed an input (a delete wrote a new DV on it), that batch is not
+committed and the files it wrote are deleted, so rows deleted concurrently stay deleted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,7 +28,6 @@ import pyarrow as pa
 
 from dvtool import faults
 from dvtool.commands import optimize_plan as plan
-from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.commands.optimize_plan import (
     Bins,
     Candidate,
@@ -45,10 +43,11 @@ from dvtool.core.features import require_writable
 from dvtool.data_files import WrittenFile
 from dvtool.dvstore import DVStore
 from dvtool.engines.base import Engine, RewriteBin, TableLayout
-from dvtool.errors import CommitConflictError, CommitOutcomeUnknownError, UsageError
+from dvtool.errors import CommitConflictError, UsageError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
-from dvtool.log.writer import LogWriter, row_tracked, snapshot_commit_info
+from dvtool.log.transaction import Outcome, Prepared, Written, commit_transaction
+from dvtool.log.writer import row_tracked, snapshot_commit_info
 
 __all__ = [
     "OptimizeRequest",
@@ -149,37 +148,31 @@ def _execute(
     advance = progress(len(bins)) if progress else None
     for start in range(0, len(bins), size):
         batch = bins[start : start + size]
-        config = snapshot.metadata.configuration
-        written = engine.rewrite(layout, config, [b for b, _ in batch], advance)
         try:
-            faults.reached("data-files-written")
-            version, batch_warnings = _commit_batch(
-                log, snapshot, request, operation, batch, written, planned[start : start + size]
+            outcome = _commit_batch(
+                log,
+                snapshot,
+                request,
+                operation,
+                engine,
+                layout,
+                batch,
+                planned[start : start + size],
+                advance,
             )
         except CommitConflictError as e:
-            _discard(log, written)
             if versions:
                 e.message += f"; earlier batches were committed as versions {versions}"
                 e.args = (str(e),)
             raise
-        except CommitOutcomeUnknownError:
-            raise  # the commit may have landed and name these files: they stay
-        except BaseException:
-            _discard(log, written)
-            raise
-        versions.append(version)
-        written_all += written
-        warnings += batch_warnings
+        assert outcome.commit is not None
+        versions.append(outcome.commit.version)
+        written_all += outcome.value
+        warnings += outcome.warnings
     metrics = _metrics(planned, written_all, [c for _, members in bins for c in members])
     return OptimizeResult(
         operation, snapshot.version, False, engine.name, versions, planned, metrics, warnings
     )
-
-
-def _discard(log: DeltaLog, written: Sequence[WrittenFile | None]) -> None:
-    """Delete the files of an abandoned batch; a failure here must not hide the real error."""
-    with contextlib.suppress(Exception):  # best effort: vacuum removes orphans later
-        log.storage.delete_many([w.location for w in written if w is not None])
 
 
 def _commit_batch(
@@ -187,47 +180,48 @@ def _commit_batch(
     snapshot: Snapshot,
     request: OptimizeRequest,
     operation: str,
+    engine: Engine,
+    layout: TableLayout,
     batch: Sequence[tuple[RewriteBin, list[Candidate]]],
-    written: Sequence[WrittenFile | None],
     planned: list[PlannedBin],
-) -> tuple[int, list[str]]:
-    now = int(time.time() * 1000)
-    members = [c for _, group in batch for c in group]
-    actions = _file_actions(snapshot, request, batch, written, now)
-    metrics = _metrics(planned, written, members)
-    info = snapshot_commit_info(
-        snapshot,
-        operation,
-        _parameters(request, operation),
-        metrics,
-        txn_id=str(uuid.uuid4()),
-        now_ms=now,
-        copies_rows=True,
-    )
-    commit_actions = [info, *actions]
-    keys = [file_action_key(c.row["path"], c.row["deletionVector"]) for c in members]
-    read_set = ReadSet.for_actions(
-        snapshot.version, commit_actions, read_keys=keys, root=snapshot.root
-    )
-    try:
-        result = LogWriter(log).try_commit(
-            snapshot.version,
-            row_tracked(snapshot, commit_actions),
-            read_set,
-            metadata=snapshot.metadata,
+    advance: Callable[[int], None] | None,
+) -> Outcome[list[WrittenFile | None]]:
+    """Rewrite one batch of bins and commit it, planned on `snapshot` (a conflict is final:
+    the batch's new files are deleted and the command stops)."""
+
+    def prepare(snapshot: Snapshot, written: Written) -> Prepared[list[WrittenFile | None]]:
+        config = snapshot.metadata.configuration
+        files = engine.rewrite(layout, config, [b for b, _ in batch], advance)
+        written.add(w.location for w in files if w is not None)
+        faults.reached("data-files-written")
+        now = int(time.time() * 1000)
+        members = [c for _, group in batch for c in group]
+        actions = _file_actions(snapshot, request, batch, files, now)
+        info = snapshot_commit_info(
+            snapshot,
+            operation,
+            _parameters(request, operation),
+            _metrics(planned, files, members),
+            txn_id=str(uuid.uuid4()),
+            now_ms=now,
+            copies_rows=True,
         )
-    except CommitConflictError as e:
-        raise CommitConflictError(
+        commit_actions = [info, *actions]
+        keys = [file_action_key(c.row["path"], c.row["deletionVector"]) for c in members]
+        read_set = ReadSet.for_actions(
+            snapshot.version, commit_actions, read_keys=keys, root=snapshot.root
+        )
+        return Prepared(files, row_tracked(snapshot, commit_actions), read_set)
+
+    def reworded(e: CommitConflictError) -> CommitConflictError:
+        return CommitConflictError(
             f"{operation.lower()} did not commit: a concurrent commit changed its input files "
             f"({e.message})",
             hint="Nothing of this batch was committed and its new files were deleted; "
             "run the command again to rewrite the current files.",
-        ) from e
-    refresh = refresh_manifests_after_commit(
-        log, result.version, result.actions, metadata=snapshot.metadata
-    )
-    warnings = [result.checkpoint_warning, refresh.warning if refresh else None]
-    return result.version, [w for w in warnings if w]
+        )
+
+    return commit_transaction(log, prepare, snapshot=snapshot, plans=1, on_conflict=reworded)
 
 
 def _file_actions(

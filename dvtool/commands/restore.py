@@ -31,7 +31,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvtool.commands import restore_plan as plan
-from dvtool.commands.manifest import refresh_manifests_after_commit
 from dvtool.commands.result import CommandResult
 from dvtool.core import row_tracking
 from dvtool.core.actions import Metadata, Protocol
@@ -59,10 +58,10 @@ from dvtool.core.restore_diff import (
 from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
+from dvtool.log.transaction import Prepared, Written, commit_transaction
 from dvtool.log.writer import (
     Actions,
     ActionsBuilder,
-    LogWriter,
     TransactionConflictError,
     snapshot_commit_info,
 )
@@ -251,39 +250,38 @@ def _result(
 
 
 def _commit(log: DeltaLog, planned: _Plan, files: list[RestoredFile]) -> RestoreResult:
+    """Commit the restore planned on `planned.current`; a conflict is final (running it
+    again would restore from the new state, undoing that commit too)."""
     current = planned.current
-    now = int(time.time() * 1000)
-    actions = _actions(planned, now)
-    read_set = ReadSet.for_actions(
-        current.version, actions, read_whole_table=True, root=current.root
-    )
-    # The clustering domain is restored from the target: a concurrent change to it would
-    # survive the restore even when this commit does not write it.
-    read_set = replace(read_set, domains=read_set.domains | {CLUSTERING_DOMAIN})
-    try:
-        result = LogWriter(log).try_commit(
-            current.version,
-            _builder(planned, actions),
-            read_set,
-            metadata=planned.metadata,
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[None]:
+        actions = _actions(planned, int(time.time() * 1000))
+        read_set = ReadSet.for_actions(
+            current.version, actions, read_whole_table=True, root=current.root
         )
-    except CommitConflictError as e:
-        raise CommitConflictError(
+        # The clustering domain is restored from the target: a concurrent change to it
+        # would survive the restore even when this commit does not write it.
+        read_set = replace(read_set, domains=read_set.domains | {CLUSTERING_DOMAIN})
+        return Prepared(None, _builder(planned, actions), read_set, planned.metadata)
+
+    def reworded(e: CommitConflictError) -> CommitConflictError:
+        return CommitConflictError(
             f"restore to version {planned.target.version} did not commit: {e.message}",
             hint="Nothing was committed. Running it again restores the version from the new "
             "state, which undoes that commit too: check it first (dvtool inspect TABLE "
             "--history).",
-        ) from e
-    refresh = refresh_manifests_after_commit(
-        log, result.version, result.actions, metadata=planned.metadata
-    )
+        )
+
+    outcome = commit_transaction(log, prepare, snapshot=current, plans=1, on_conflict=reworded)
+    result = outcome.commit
+    assert result is not None
     return _result(
         planned,
         result.version,
         files,
         attempts=result.attempts,
         checkpoint_warning=result.checkpoint_warning,
-        manifest_warning=refresh.warning if refresh else None,
+        manifest_warning=result.manifest_warning,
     )
 
 

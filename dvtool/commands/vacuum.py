@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dvtool import interrupts
 from dvtool.commands.result import CommandResult
 from dvtool.commands.vacuum_delete import FailedDelete, Progress, remove_empty_directories
 from dvtool.commands.vacuum_delete import delete_files as _delete
@@ -68,10 +69,11 @@ from dvtool.commands.vacuum_retention import (
 )
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.features import require_writable
-from dvtool.errors import CommitConflictError, DvtoolError, StorageError
+from dvtool.errors import DvtoolError, StorageError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
-from dvtool.log.writer import CommitResult, LogWriter, snapshot_commit_info
+from dvtool.log.transaction import Prepared, Written, commit_transaction
+from dvtool.log.writer import CommitResult, snapshot_commit_info
 from dvtool.storage import Storage
 
 __all__ = [
@@ -276,8 +278,9 @@ def _execute(
     if start.checkpoint_warning:
         warnings.append(start.checkpoint_warning)
     try:
-        deleted, failed = _delete(storage, result.files, progress)
-        directories = remove_empty_directories(storage, deleted, empty_dirs)
+        with interrupts.interruptible():
+            deleted, failed = _delete(storage, result.files, progress)
+            directories = remove_empty_directories(storage, deleted, empty_dirs)
     except BaseException:
         try:
             _commit_end(log, "FAILED", {})
@@ -361,7 +364,11 @@ def _commit_start(
         return relative is not None and relative in candidates
 
     read_set = ReadSet.for_actions(snapshot.version, [info], might_match=re_adds_candidate)
-    return LogWriter(log).try_commit(snapshot.version, [info], read_set, metadata=snapshot.metadata)
+    outcome = commit_transaction(
+        log, lambda _s, _w: Prepared(None, [info], read_set), snapshot=snapshot, plans=1
+    )
+    assert outcome.commit is not None
+    return outcome.commit
 
 
 def _commit_end_reporting(
@@ -381,8 +388,8 @@ def _commit_end_reporting(
 
 def _commit_end(log: DeltaLog, status: str, metrics: Mapping[str, int]) -> CommitResult:
     """Commit VACUUM END on the latest version; other writers' commits never conflict."""
-    for attempt in range(1, _END_ATTEMPTS + 1):
-        snapshot = log.snapshot()
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[None]:
         info = snapshot_commit_info(
             snapshot,
             "VACUUM END",
@@ -392,12 +399,8 @@ def _commit_end(log: DeltaLog, status: str, metrics: Mapping[str, int]) -> Commi
             now_ms=int(time.time() * 1000),
             is_blind_append=True,
         )
-        read_set = ReadSet.for_actions(snapshot.version, [info])
-        try:
-            return LogWriter(log).try_commit(
-                snapshot.version, [info], read_set, metadata=snapshot.metadata
-            )
-        except CommitConflictError:
-            if attempt == _END_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
+        return Prepared(None, [info], ReadSet.for_actions(snapshot.version, [info]))
+
+    outcome = commit_transaction(log, prepare, plans=_END_ATTEMPTS)
+    assert outcome.commit is not None
+    return outcome.commit

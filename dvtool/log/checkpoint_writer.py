@@ -58,7 +58,7 @@ def checkpoint_after_commit(
     `delta.checkpointInterval`."""
     try:
         snapshot = None
-        configuration = _committed_configuration(actions, metadata)
+        configuration = committed_configuration(actions, metadata)
         if configuration is None:
             snapshot = log.snapshot(version)
             configuration = snapshot.metadata.configuration
@@ -135,7 +135,7 @@ def checkpoint_interval(configuration: Mapping[str, str]) -> int:
     return interval if interval > 0 else DEFAULT_CHECKPOINT_INTERVAL
 
 
-def _committed_configuration(
+def committed_configuration(
     actions: Sequence[Mapping[str, Any]], metadata: Metadata | None
 ) -> Mapping[str, str] | None:
     for action in actions:

@@ -12,10 +12,11 @@ version (refreshing the in-commit timestamp), with exponential backoff and jitte
 raises `TransactionConflictError` (a `CommitConflictError`) so the command can re-plan from a
 fresh snapshot.
 
-After a successful commit at version v with `v % delta.checkpointInterval == 0` (default 10),
-a checkpoint for v is written and the expired log entries are cleaned up
-(`dvtool.log.checkpoint_writer`). Neither ever fails the command: the commit stands and the
-problem is reported in `CommitResult.checkpoint_warning`.
+Each put runs with SIGINT/SIGTERM deferred (`dvtool.interrupts`), so it reaches its answer;
+`LogWriter.in_doubt` says whether a failed attempt may still have landed. Commands do not call
+this directly: they commit through `dvtool.log.transaction`, which re-plans on conflicts, runs
+the post-commit hooks (checkpoint, log cleanup, symlink manifests) and decides which written
+files may be deleted.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvtool import interrupts
 from dvtool.core import row_tracking
-from dvtool.core.actions import Metadata
 from dvtool.core.commit import (
     commit_info,
     commit_info_of,
@@ -47,7 +48,7 @@ from dvtool.errors import (
     FileMissingError,
     StorageError,
 )
-from dvtool.log.checkpoint_writer import CheckpointInfo, checkpoint_after_commit, write_checkpoint
+from dvtool.log.checkpoint_writer import CheckpointInfo, write_checkpoint
 from dvtool.log.checkpoint_writer import checkpoint_interval as checkpoint_interval
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
@@ -104,8 +105,10 @@ class CommitResult:
 
     `recovered`: the write reported a failure (or lost its response) but the log holds our
     commit. `winners`: versions other writers committed between our read and our commit.
-    `checkpoint`: the checkpoint written after it, if any; `checkpoint_warning`: why a due
-    checkpoint could not be written (the commit stands regardless).
+    Filled by the transaction's post-commit hooks: `checkpoint`, the checkpoint written after
+    it, if any; `checkpoint_warning`, why a due checkpoint or log cleanup was not done;
+    `manifest_warning`, why the symlink manifests were not updated (the commit stands
+    regardless of either).
     """
 
     version: int
@@ -115,6 +118,7 @@ class CommitResult:
     winners: tuple[int, ...] = ()
     checkpoint: CheckpointInfo | None = None
     checkpoint_warning: str | None = None
+    manifest_warning: str | None = None
     actions: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
@@ -134,6 +138,9 @@ class LogWriter:
         self._sleep = sleep
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._rng = rng or random.Random()
+        # True from sending a put until its outcome is known: files written for a commit
+        # that fails while in doubt must be kept (the log may name them).
+        self.in_doubt = False
 
     # -- one version -----------------------------------------------------------------------
 
@@ -155,27 +162,62 @@ class LogWriter:
         location = self._commit_location(version)
         data = encode_commit(actions, root=self.storage.root)
         for attempt in range(1, _PUT_ATTEMPTS + 1):
+            self._stop_if_signalled()
+            self.in_doubt = True
             try:
-                created = self.storage.put_if_absent(location, data)
+                with interrupts.deferred():
+                    created = self.storage.put_if_absent(location, data)
             except StorageError as error:
                 # The outcome is unknown (e.g. a timeout after the request was sent): the log
                 # says whether the version exists and whose it is.
                 winner = self._read_back(version, error)
                 if winner is None:
                     if attempt == _PUT_ATTEMPTS:
-                        raise
+                        raise  # still in doubt: an object store may apply the put later
                     self._sleep(Backoff().delay(attempt, self._rng))
                     continue
-                if is_our_commit(winner, txn_id):
-                    return CommitResult(version, txn_id, recovered=True, actions=actions)
-                raise CommitRace(version, winner) from None
+                return self._resolved(version, txn_id, actions, winner)
+            except KeyboardInterrupt as stop:
+                # Raised inside the put (a signal where none can be deferred): read it back.
+                return self._interrupted_put(version, txn_id, actions, stop)
             if created:
+                self.in_doubt = False
                 return CommitResult(version, txn_id, actions=actions)
-            winner = self.read_commit(version)
-            if is_our_commit(winner, txn_id):
-                return CommitResult(version, txn_id, recovered=True, actions=actions)
-            raise CommitRace(version, winner)
+            return self._resolved(version, txn_id, actions, self.read_commit(version))
         raise AssertionError("unreachable")
+
+    def _resolved(
+        self, version: int, txn_id: str, actions: list[dict[str, Any]], winner: ActionBatch
+    ) -> CommitResult:
+        """The put's outcome once the log shows `winner` at `version`: ours, or a race lost."""
+        self.in_doubt = False
+        if is_our_commit(winner, txn_id):
+            return CommitResult(version, txn_id, recovered=True, actions=actions)
+        raise CommitRace(version, winner)
+
+    def _interrupted_put(
+        self, version: int, txn_id: str, actions: list[dict[str, Any]], stop: KeyboardInterrupt
+    ) -> CommitResult:
+        """A put stopped by an interrupt: our commit if the log holds it (the signal is then
+        recorded, to be acted on once the commit is reported), else the interrupt again,
+        in doubt unless another writer's commit holds the version."""
+        with interrupts.deferred():
+            try:
+                winner = self.read_commit(version)
+            except (FileMissingError, StorageError):
+                raise stop from None
+        if not is_our_commit(winner, txn_id):
+            self.in_doubt = False
+            raise stop
+        interrupts.record(interrupts.signum_of(stop))
+        self.in_doubt = False
+        return CommitResult(version, txn_id, recovered=True, actions=actions)
+
+    def _stop_if_signalled(self) -> None:
+        """Before sending a put: a signal recorded since the transaction began stops it."""
+        signum = interrupts.received()
+        if signum is not None:
+            interrupts.raise_for(signum)
 
     def read_commit(self, version: int) -> ActionBatch:
         """The parsed commit at `version`; FileMissingError if there is none."""
@@ -207,8 +249,6 @@ class LogWriter:
         *,
         max_tries: int = 10,
         backoff: Backoff | None = None,
-        metadata: Metadata | None = None,
-        checkpoint: bool = True,
     ) -> CommitResult:
         """Commit `actions` at the first free version after `read_version`, Delta-style.
 
@@ -216,8 +256,9 @@ class LogWriter:
         it for an attempt version and the winners seen so far. Between attempts, winners are
         checked for conflicts with `read_set`; a conflict raises TransactionConflictError.
         When the commit carries an in-commit timestamp, each retry sets it to
-        max(now, winner's ICT + 1). `metadata` (the table's metaData as of the commit; read
-        from the log when omitted) gives `delta.checkpointInterval`.
+        max(now, winner's ICT + 1). No post-commit work: that is the transaction's
+        (`dvtool.log.transaction`). `in_doubt` tells, after any error, whether a put may
+        have landed.
         """
         if max_tries < 1:
             raise ValueError("max_tries must be at least 1")
@@ -237,7 +278,7 @@ class LogWriter:
                         result = CommitResult(
                             winner.version, txn_id, recovered=True, actions=current
                         )
-                        return self._finish(result, attempt, winners, metadata, checkpoint)
+                        return self._finish(result, attempt, winners)
                 conflict = check_winners(read_set, new)
                 if conflict.conflict:
                     raise TransactionConflictError(conflict) from None
@@ -248,7 +289,7 @@ class LogWriter:
                 current = self._retry_actions(actions, current, version, winners)
                 self._sleep(backoff.delay(attempt, self._rng))
                 continue
-            return self._finish(result, attempt, winners, metadata, checkpoint)
+            return self._finish(result, attempt, winners)
         raise CommitConflictError(
             f"could not commit after {max_tries} attempts: other writers committed "
             f"versions {read_version + 1} to {version - 1} first",
@@ -289,25 +330,13 @@ class LogWriter:
             version += 1
 
     def _finish(
-        self,
-        result: CommitResult,
-        attempts: int,
-        winners: Sequence[ActionBatch],
-        metadata: Metadata | None,
-        checkpoint: bool,
+        self, result: CommitResult, attempts: int, winners: Sequence[ActionBatch]
     ) -> CommitResult:
         result.attempts = attempts
         result.winners = tuple(w.version for w in winners)
-        if checkpoint:
-            self._maybe_checkpoint(result, metadata)
         return result
 
     # -- checkpoints -----------------------------------------------------------------------
-
-    def _maybe_checkpoint(self, result: CommitResult, metadata: Metadata | None) -> None:
-        result.checkpoint, result.checkpoint_warning = checkpoint_after_commit(
-            self.log, result.version, result.actions, metadata, self._clock_ms()
-        )
 
     def write_checkpoint(self, version: int, snapshot: Snapshot | None = None) -> CheckpointInfo:
         """Write the checkpoint of `version` (`dvtool.log.checkpoint_writer.write_checkpoint`;

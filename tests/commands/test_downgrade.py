@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-import dvtool.commands.downgrade_commits as downgrade_commits_module
 from dvtool.commands.delete import DeleteRequest, run_delete
 from dvtool.commands.downgrade import (
     BARRIER_CHECKPOINTS,
@@ -35,6 +34,7 @@ from dvtool.commands.downgrade import (
 from dvtool.commands.enable import run_enable
 from dvtool.core import protocol_upgrade as features_module
 from dvtool.errors import CommitConflictError, UsageError, WriteRefusedError
+from dvtool.log import transaction as transaction_module
 from dvtool.log.reader import open_log
 from dvtool.log.writer import LogWriter
 from tests.oracles import copy_golden
@@ -429,7 +429,7 @@ def _racing_writer(monkeypatch: pytest.MonkeyPatch, inject: Any) -> list[int]:
                 inject(read_version + 1)
             return super().try_commit(read_version, actions, read_set, **kw)
 
-    monkeypatch.setattr(downgrade_commits_module, "LogWriter", Racing)
+    monkeypatch.setattr(transaction_module, "LogWriter", Racing)
     return injected
 
 

@@ -433,6 +433,7 @@ def test_severity_orders_every_exit_code_kind() -> None:
         "storage",
         "internal",
         "interrupted",
+        "terminated",
     }
     assert worst_kind([]) == "ok"
     assert worst_kind(["conflict", "usage", "ok"]) == "usage"

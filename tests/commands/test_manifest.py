@@ -21,14 +21,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from dvtool.commands.delete import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
-from dvtool.commands.manifest import (
-    MANIFEST_DIR,
-    existing_manifests,
-    manifest_path,
-    run_generate_manifest,
-)
+from dvtool.commands.manifest import run_generate_manifest
 from dvtool.errors import WriteRefusedError
 from dvtool.log.reader import DeltaLog, open_log
+from dvtool.log.symlink_manifests import MANIFEST_DIR, existing_manifests, manifest_path
 from dvtool.storage import Storage
 from tests.oracles import copy_golden
 

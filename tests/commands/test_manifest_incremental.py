@@ -24,16 +24,16 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dvtool.commands.manifest import (
+from dvtool.commands.manifest import run_generate_manifest
+from dvtool.core.commit import remove_for_add
+from dvtool.log.reader import open_log
+from dvtool.log.snapshot import Snapshot
+from dvtool.log.symlink_manifests import (
     MANIFEST_DIR,
     SYMLINK_MANIFEST_PROPERTY,
     ManifestRefresh,
     refresh_manifests_after_commit,
-    run_generate_manifest,
 )
-from dvtool.core.commit import remove_for_add
-from dvtool.log.reader import open_log
-from dvtool.log.snapshot import Snapshot
 from dvtool.log.writer import CommitResult, LogWriter, snapshot_commit_info
 from tests.oracles import copy_golden
 

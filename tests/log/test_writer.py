@@ -33,6 +33,7 @@ from dvtool.errors import (
 )
 from dvtool.log.reader import DeltaLog, open_log
 from dvtool.log.snapshot import Snapshot
+from dvtool.log.transaction import Prepared, Written, commit_transaction
 from dvtool.log.writer import (
     Backoff,
     CommitRace,
@@ -111,14 +112,15 @@ def readd_actions(
     ]
 
 
-def readd(log: DeltaLog, *, which: int = 0, **kw: Any) -> Any:
-    snapshot = log.snapshot()
-    txn_id = str(uuid.uuid4())
-    actions = readd_actions(snapshot, txn_id, which=which)
-    read_set = ReadSet.for_actions(snapshot.version, actions)
-    return LogWriter(log).try_commit(
-        snapshot.version, actions, read_set, backoff=NO_WAIT, metadata=snapshot.metadata, **kw
-    )
+def readd(log: DeltaLog, *, which: int = 0) -> Any:
+    """Re-add live file `which` through the commit path every command uses (post-commit
+    checkpoint included); the CommitResult."""
+
+    def prepare(snapshot: Snapshot, _: Written) -> Prepared[None]:
+        actions = readd_actions(snapshot, str(uuid.uuid4()), which=which)
+        return Prepared(None, actions, ReadSet.for_actions(snapshot.version, actions))
+
+    return commit_transaction(log, prepare, plans=1).commit
 
 
 def commit_files(path: Path) -> list[str]:
@@ -745,17 +747,12 @@ def test_checkpoint_failure_does_not_fail_the_commit(
 ) -> None:
     root = make_table(tmp_path / "t", config={"delta.checkpointInterval": "1"})
     log = log_of(root)
-    writer = LogWriter(log)
 
     def broken(location: str, data: bytes) -> None:
         raise StorageError(f"cannot write {location}: disk full")
 
-    monkeypatch.setattr(writer.storage, "write", broken)
-    snapshot = log.snapshot()
-    actions = readd_actions(snapshot, "x")
-    result = writer.try_commit(
-        0, actions, ReadSet.for_actions(0, actions), metadata=snapshot.metadata
-    )
+    monkeypatch.setattr(log.storage, "write", broken)
+    result = readd(log)
     assert result.version == 1 and result.checkpoint is None
     assert result.checkpoint_warning is not None
     assert "committed version 1" in result.checkpoint_warning
