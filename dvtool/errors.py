@@ -66,6 +66,17 @@ def worst_kind(kinds: Iterable[str]) -> str:
     return min(kinds, key=SEVERITY.index, default="ok")
 
 
+def exception_text(error: BaseException) -> str:
+    """What went wrong in `error`, for a message: a KeyError as the field it did not find.
+
+    `str(KeyError("id"))` is `'id'`, already quoted, so a message that quotes it again shows
+    `''id''`; and a bare quoted name does not say that the field is missing.
+    """
+    if isinstance(error, KeyError) and len(error.args) == 1:
+        return f"missing field {error.args[0]!r}"
+    return str(error)
+
+
 class DvtoolError(Exception):
     """An error with a message meant for the user, its kind and the process exit code."""
 

@@ -150,17 +150,20 @@ class Protocol:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Protocol:
+        """The protocol of a logged action; LogError when it is incomplete or malformed.
+
+        Fields dvtool does not know are kept in `raw`, never refused.
+        """
         try:
             reader = int(d["minReaderVersion"])
             writer = int(d["minWriterVersion"])
         except (KeyError, TypeError, ValueError) as e:
             raise LogError(f"protocol action lacks valid reader/writer versions: {d}") from e
-        rf, wf = d.get("readerFeatures"), d.get("writerFeatures")
         return cls(
             reader,
             writer,
-            None if rf is None else tuple(rf),
-            None if wf is None else tuple(wf),
+            _feature_names(d, "readerFeatures"),
+            _feature_names(d, "writerFeatures"),
             dict(d),
         )
 
@@ -173,6 +176,17 @@ class Protocol:
         if self.writer_features is not None:
             out["writerFeatures"] = list(self.writer_features)
         return out
+
+
+def _feature_names(d: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    """The feature list `key` of a protocol action: None when absent, LogError unless it is
+    a list of names (a string would otherwise read as a list of one-letter features)."""
+    names = d.get(key)
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise LogError(f"protocol field {key!r} is not a list of feature names: {names!r}")
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -190,19 +204,37 @@ class Metadata:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:
-        try:
-            return cls(
-                id=str(d["id"]),
-                schema_string=str(d["schemaString"]),
-                partition_columns=tuple(d.get("partitionColumns") or ()),
-                configuration=dict(d.get("configuration") or {}),
-                name=d.get("name"),
-                description=d.get("description"),
-                created_time=d.get("createdTime"),
-                raw=dict(d),
+        """The metaData of a logged action; LogError when it is incomplete or malformed.
+
+        `id` and `schemaString` are required (PROTOCOL.md, "Change Metadata"); fields dvtool
+        does not know are kept in `raw`, never refused.
+        """
+        for required in ("id", "schemaString"):
+            if d.get(required) is None:
+                raise LogError(f"metaData action has no {required!r} field")
+        schema_string = d["schemaString"]
+        if not isinstance(schema_string, str):
+            raise LogError(
+                f"metaData field 'schemaString' is not a string: {type(schema_string).__name__}"
             )
-        except (KeyError, TypeError) as e:
-            raise LogError(f"metaData action is missing '{e}' or malformed") from e
+        partition_columns = d.get("partitionColumns") or []
+        configuration = d.get("configuration") or {}
+        if not isinstance(partition_columns, list) or not all(
+            isinstance(c, str) for c in partition_columns
+        ):
+            raise LogError(f"metaData field 'partitionColumns' is not a list of names: {d}")
+        if not isinstance(configuration, Mapping):
+            raise LogError(f"metaData field 'configuration' is not a map: {d}")
+        return cls(
+            id=str(d["id"]),
+            schema_string=schema_string,
+            partition_columns=tuple(partition_columns),
+            configuration=dict(configuration),
+            name=d.get("name"),
+            description=d.get("description"),
+            created_time=d.get("createdTime"),
+            raw=dict(d),
+        )
 
     def to_json(self) -> JSON:
         out: JSON = dict(self.raw)

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvtool.core import arrow_values
-from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
+from dvtool.core.actions import DomainMetadata, Txn
 from dvtool.core.file_actions import ADD_SCHEMA, DV_TYPE, EXTRA_FIELD, REMOVE_SCHEMA
 from dvtool.core.replay import ActionBatch
-from dvtool.errors import LogError
+from dvtool.errors import LogError, exception_text
 
 NON_FILE_COLUMNS = (
     "protocol",
@@ -64,7 +64,7 @@ MODELLED_FIELDS = frozenset(f.name for f in (*ADD_SCHEMA, *REMOVE_SCHEMA)) | {
 
 def batch_from_checkpoint(table: pa.Table, version: int, name: str) -> ActionBatch:
     """Build the ActionBatch of one checkpoint part, sidecar or V2 checkpoint file."""
-    batch = ActionBatch(version)
+    batch = ActionBatch(version, name=name)
     names = table.column_names
     if "add" in names:
         batch.add_table = canonical_file_table(_valid_rows(table, "add"), ADD_SCHEMA)
@@ -83,11 +83,17 @@ def _valid_rows(table: pa.Table, column: str) -> pa.ChunkedArray:
 
 
 def _non_file_action(batch: ActionBatch, column: str, row: dict[str, Any], name: str) -> None:
+    """Add one non-null row of a non-file column to `batch`.
+
+    protocol and metaData stay as logged (nulls dropped): like those of commits, they are
+    checked only if they win the replay (`Replayer.finish`). Columns and struct fields
+    dvtool does not know are ignored (`checkpoint_columns` does not even read them).
+    """
     try:
         if column == "protocol":
-            batch.protocol = Protocol.from_json(_drop_nulls(row))
+            batch.protocol = _drop_nulls(row)
         elif column == "metaData":
-            batch.metadata = Metadata.from_json(_drop_nulls(row))
+            batch.metadata = _drop_nulls(row)
         elif column == "txn":
             batch.txns.append(Txn.from_json(row))
         elif column == "domainMetadata":
@@ -95,7 +101,9 @@ def _non_file_action(batch: ActionBatch, column: str, row: dict[str, Any], name:
         elif column == "sidecar":
             batch.sidecars.append(row)
     except (KeyError, TypeError, ValueError) as e:
-        raise LogError(f"checkpoint {name}: malformed '{column}' row ({e})") from None
+        raise LogError(
+            f"checkpoint {name}: malformed '{column}' row ({exception_text(e)})"
+        ) from None
 
 
 def _drop_nulls(row: dict[str, Any]) -> dict[str, Any]:

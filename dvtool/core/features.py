@@ -13,6 +13,8 @@ constrains**. `COMMANDS` names dvtool's commands as the README's feature table d
   compatibility or Hudi UniForm forbids deletion vectors);
 - features whose commits must go through a catalog, or whose data types dvtool does not
   know, block every command, reading included (`REFUSED`);
+- writer features dvtool knows of but cannot honour (`WRITE_REFUSED`: `liquid`, the
+  pre-`clustering` Databricks name) block every writing command, saying what they are;
 - any other feature is unknown: unknown reader features block everything, unknown writer
   features every writing command.
 
@@ -215,6 +217,23 @@ REFUSED: dict[str, str] = {
     "catalogOwned-preview": _CATALOG,
     "geospatial": "its geometry and geography column types are unknown to dvtool",
 }
+# Writer features dvtool knows of but cannot honour: they block every writing command (as any
+# unknown writer feature does), with a reason that says what they are. Reading is unaffected.
+#
+# liquid: the writer feature early Databricks runtimes listed for liquid clustering (with the
+# table property `delta.liquid.clusteringColumns` and a `delta.liquid` domain), before Delta
+# defined the `clustering` feature (PROTOCOL.md "Clustered Table"). It is not an alias of
+# `clustering`: Delta Spark's TableFeature.allSupportedFeaturesMap has no `liquid` (its
+# ClusteringTableFeature is named `clustering`; "liquid" is only the clusteringProvider value
+# ClusteredTableUtils gives clustered files), so Delta Spark refuses to write such a table as
+# an unsupported writer feature, and delta-rs (deltalake) refuses it as an unknown one. Its
+# write rules were never published, so dvtool refuses too rather than guess them; readers
+# (Delta Spark, deltalake, polars, dvtool inspect) read the table, as for any writer feature.
+WRITE_REFUSED: dict[str, str] = {
+    "liquid": "the name early Databricks runtimes gave liquid clustering; Delta Lake never "
+    "defined it and Delta Spark and delta-rs refuse to write such a table too, so its write "
+    "rules are unknown",
+}
 
 
 def feature_refusal(feature: str, cmd: Command, metadata: Metadata) -> str | None:
@@ -222,7 +241,7 @@ def feature_refusal(feature: str, cmd: Command, metadata: Metadata) -> str | Non
     if feature in REFUSED:
         return REFUSED[feature]
     if feature not in SUPPORTED:
-        return "unknown to dvtool" if cmd.writes else None
+        return WRITE_REFUSED.get(feature, "unknown to dvtool") if cmd.writes else None
     config = metadata.configuration
     if feature == "appendOnly" and cmd.changes_data and _is_true(config.get("delta.appendOnly")):
         return "the table is append-only (delta.appendOnly=true)"

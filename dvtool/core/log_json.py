@@ -1,7 +1,11 @@
 """Parse newline-delimited JSON log files: commits, log compactions, V2 JSON checkpoints.
 
-Parsing is strict: a line that is not a JSON object, or a file cut before its final newline,
-is a corrupt log and is reported with the file name, never read as a shorter table.
+Parsing is strict about what is corrupt: a line that is not a JSON object, or a file cut
+before its final newline, is a corrupt log and is reported with the file name, never read as a
+shorter table. It is tolerant of what is merely new: PROTOCOL.md ("Protocol Evolution") says
+readers must ignore fields they do not know, so a key of a line that names no action dvtool
+knows (`ACTION_KINDS`) is ignored, whether it stands alone (a new action type) or beside a
+known action (Delta's evolvability tests write `{"commitInfo": {...}, "some_new_action": [..]}`).
 """
 
 from __future__ import annotations
@@ -12,9 +16,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
+from dvtool.core.actions import DomainMetadata, Txn
 from dvtool.core.replay import ActionBatch
-from dvtool.errors import LogError
+from dvtool.errors import LogError, exception_text
+
+# The action types of PROTOCOL.md ("Actions"), keys of a log line; any other key is a field
+# dvtool does not know and is ignored.
+ACTION_KINDS = frozenset(
+    {
+        "add",
+        "remove",
+        "metaData",
+        "protocol",
+        "txn",
+        "domainMetadata",
+        "commitInfo",
+        "cdc",
+        "sidecar",
+        "checkpointMetadata",
+    }
+)
 
 
 @contextmanager
@@ -40,6 +61,9 @@ def parse_actions(data: bytes, name: str) -> list[dict[str, Any]]:
     file cut inside a line and undecodable lines are corruption and raise LogError naming `name`.
     The lines are decoded as one JSON array (one call into the C decoder instead of one per
     action); only when that fails is the file decoded line by line to find the bad line.
+    Either way the result holds single-key objects: a line of one key as it is (an unknown
+    action type is for the caller to ignore), a line of several keys as its one known action,
+    or nothing when it has none (`_known_actions`).
     """
     try:
         lines = [line for line in data.decode("utf-8").split("\n") if line.strip()]
@@ -58,10 +82,44 @@ def parse_actions(data: bytes, name: str) -> list[dict[str, Any]]:
     actions: list[Any] | None = decoded if isinstance(decoded, list) else None
     if actions is None or len(actions) != len(lines):
         actions = [_parse_line(line, number, name) for number, line in enumerate(lines, 1)]
-    for number, action in enumerate(actions, start=1):
-        if not isinstance(action, dict) or len(action) != 1:
-            raise LogError(f"log file {name} line {number} is not a single action object")
+    for action in actions:
+        # The common case, one key per line, is taken as it is: an unknown single key is an
+        # action type batch_from_actions ignores.
+        if type(action) is not dict or len(action) != 1:
+            return _known_actions(actions, name)
     return actions
+
+
+def _known_actions(actions: list[Any], name: str) -> list[dict[str, Any]]:
+    """`actions` as single-key objects: the known action of each line, unknown keys dropped.
+
+    A line that is not an object is corrupt. A line whose keys name no known action (or only
+    null ones, as a writer that serializes every action column leaves them) holds nothing
+    dvtool reads and is skipped. A line holding two known actions is refused: Delta Spark
+    reads a line as one action (its SingleAction keeps one of them), the kernels read every
+    action column, so which table state it stands for depends on the reader.
+    """
+    out: list[dict[str, Any]] = []
+    for number, action in enumerate(actions, start=1):
+        if not isinstance(action, dict):
+            raise LogError(
+                f"log file {name} line {number} is not a JSON object",
+                hint="The file was damaged; it cannot be read as a Delta log file.",
+            )
+        if len(action) == 1:
+            out.append(action)
+            continue
+        known = [kind for kind, body in action.items() if kind in ACTION_KINDS and body is not None]
+        if len(known) > 1:
+            raise LogError(
+                f"log file {name} line {number} holds more than one action "
+                f"({', '.join(known)}); a line holds one action",
+                hint="Readers disagree on which of them counts; the file was damaged or "
+                "written by a faulty writer. Restore it from a backup.",
+            )
+        if known:
+            out.append({known[0]: action[known[0]]})
+    return out
 
 
 def _parse_line(line: str, number: int, name: str) -> Any:
@@ -79,6 +137,8 @@ def batch_from_actions(actions: list[dict[str, Any]], version: int, name: str) -
     batch = ActionBatch(version, name=name)
     for action in actions:
         ((kind, body),) = action.items()
+        if kind not in ACTION_KINDS or body is None:
+            continue  # an action type dvtool does not know, or an absent (null) action
         if not isinstance(body, dict):
             raise LogError(f"log file {name}: '{kind}' action is not an object")
         _add_action(batch, kind, body, name)
@@ -91,11 +151,13 @@ def _add_action(batch: ActionBatch, kind: str, body: dict[str, Any], name: str) 
     elif kind == "remove":
         batch.removes.append(body)
     elif kind == "protocol":
+        # Kept as logged: only the protocol and metaData that win the replay must be
+        # complete, and the replay checks them (`Replayer.finish`).
         _only_once(batch.protocol, kind, name)
-        batch.protocol = Protocol.from_json(body)
+        batch.protocol = body
     elif kind == "metaData":
         _only_once(batch.metadata, kind, name)
-        batch.metadata = Metadata.from_json(body)
+        batch.metadata = body
     elif kind == "txn":
         batch.txns.append(_parse(Txn.from_json, body, kind, name))
     elif kind == "domainMetadata":
@@ -115,7 +177,9 @@ def _parse(parser: Any, body: dict[str, Any], kind: str, name: str) -> Any:
     try:
         return parser(body)
     except (KeyError, TypeError, ValueError) as e:
-        raise LogError(f"log file {name}: malformed '{kind}' action ({e})") from None
+        raise LogError(
+            f"log file {name}: malformed '{kind}' action ({exception_text(e)})"
+        ) from None
 
 
 def parse_commit(

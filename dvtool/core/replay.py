@@ -17,10 +17,10 @@ without importing pyarrow at all (start-up is most of what `inspect` of such a t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dvtool.core.actions import DomainMetadata, Metadata, Protocol, Txn
 from dvtool.core.paths import CanonicalRoot
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 KEY_SEPARATOR = "\x00"
+T = TypeVar("T")
 
 
 @dataclass
@@ -39,11 +40,15 @@ class ActionBatch:
     `adds`/`removes` hold JSON objects (commits) or are empty while `add_table`/
     `remove_table` hold canonical pyarrow tables (checkpoints). `name` is the log file the
     batch came from, for error messages (empty when unknown).
+
+    `protocol` and `metadata` are the actions as logged (JSON objects; or already parsed):
+    a later commit may replace an incomplete one, so only the pair that wins the replay is
+    checked (`Replayer.finish`), as Delta Spark checks only the snapshot's.
     """
 
     version: int
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
+    protocol: Protocol | Mapping[str, Any] | None = None
+    metadata: Metadata | Mapping[str, Any] | None = None
     txns: list[Txn] = field(default_factory=list)
     domains: list[DomainMetadata] = field(default_factory=list)
     adds: list[Mapping[str, Any]] = field(default_factory=list)
@@ -139,8 +144,10 @@ class Replayer:
     def __init__(self, version: int, root: str | None = None) -> None:
         self.version = version
         self.root = None if root is None else CanonicalRoot.parse(root)
-        self.protocol: Protocol | None = None
-        self.metadata: Metadata | None = None
+        self.protocol: Protocol | Mapping[str, Any] | None = None
+        self.metadata: Metadata | Mapping[str, Any] | None = None
+        self._protocol_source = ""
+        self._metadata_source = ""
         self.txns: dict[str, Txn] = {}
         self.domains: dict[str, DomainMetadata] = {}
         self._seen: set[str] = set()
@@ -157,10 +164,10 @@ class Replayer:
             self._removes.tables.append(self._unseen(batch.remove_table))
 
     def _apply_non_file(self, batch: ActionBatch) -> None:
-        if self.protocol is None:
-            self.protocol = batch.protocol
-        if self.metadata is None:
-            self.metadata = batch.metadata
+        if self.protocol is None and batch.protocol is not None:
+            self.protocol, self._protocol_source = batch.protocol, batch.source
+        if self.metadata is None and batch.metadata is not None:
+            self.metadata, self._metadata_source = batch.metadata, batch.source
         for txn in batch.txns:
             self.txns.setdefault(txn.app_id, txn)
         for dm in batch.domains:
@@ -206,20 +213,47 @@ class Replayer:
         return table.filter(pc.invert(pc.is_in(keys, value_set=seen)))
 
     def finish(self) -> TableState:
-        """The reconciled state; raises LogError when protocol or metaData never appeared."""
+        """The reconciled state; raises LogError when protocol or metaData never appeared,
+        or when the newest of either, the one that wins, is incomplete or malformed (the
+        error names the log file it came from)."""
         if self.protocol is None or self.metadata is None:
             missing = "protocol" if self.protocol is None else "metaData"
             raise LogError(f"the log has no {missing} action up to version {self.version}")
+        protocol = (
+            self.protocol
+            if isinstance(self.protocol, Protocol)
+            else self._winning(Protocol.from_json, self.protocol, self._protocol_source)
+        )
+        metadata = (
+            self.metadata
+            if isinstance(self.metadata, Metadata)
+            else self._winning(Metadata.from_json, self.metadata, self._metadata_source)
+        )
         domains = {d: dm for d, dm in self.domains.items() if not dm.removed}
         return TableState(
             self.version,
-            self.protocol,
-            self.metadata,
+            protocol,
+            metadata,
             self.txns,
             domains,
             self._adds,
             self._removes,
         )
+
+    def _winning(
+        self, parse: Callable[[Mapping[str, Any]], T], action: Mapping[str, Any], source: str
+    ) -> T:
+        """`parse(action)` of the winning protocol or metaData; a LogError naming `source`,
+        the log file it came from, and why it matters: the state at `version` uses it."""
+        try:
+            return parse(action)
+        except LogError as e:
+            where = f"{source}: " if source else ""
+            raise LogError(
+                f"{where}{e.message}; it is the newest such action up to version "
+                f"{self.version}, so the table state needs it complete",
+                hint=e.hint or "Restore the log file from a backup.",
+            ) from None
 
 
 def _action_key(action: Mapping[str, Any], batch: ActionBatch, root: CanonicalRoot | None) -> str:

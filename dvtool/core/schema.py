@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from dvtool.errors import LogError
+from dvtool.errors import LogError, exception_text
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 FIELD_ID_KEY = "delta.columnMapping.id"
@@ -76,7 +76,9 @@ def parse_schema(schema_string: str) -> StructType:
         parsed = json.loads(schema_string)
         result = _parse_type(parsed)
     except (ValueError, KeyError, TypeError) as e:
-        raise LogError(f"metaData.schemaString is not a valid Delta schema: {e}") from None
+        raise LogError(
+            f"metaData.schemaString is not a valid Delta schema: {exception_text(e)}"
+        ) from None
     if not isinstance(result, StructType):
         raise LogError("metaData.schemaString is not a struct type")
     return result

@@ -243,8 +243,10 @@ def referenced_sidecars(log: DeltaLog, checkpoints: Iterable[LogFile]) -> set[st
         if f.name.endswith(".json"):
             for line in storage.read(location).splitlines():
                 if b'"sidecar"' in line:
-                    body = json.loads(line).get("sidecar") or {}
-                    out.add(str(body.get("path", "")).rsplit("/", 1)[-1])
+                    action = json.loads(line)
+                    body = action.get("sidecar") if isinstance(action, dict) else None
+                    if isinstance(body, dict):
+                        out.add(str(body.get("path", "")).rsplit("/", 1)[-1])
             continue
         with storage.open_parquet(location) as source:
             parquet = pq.ParquetFile(source)

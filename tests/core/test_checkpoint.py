@@ -172,7 +172,7 @@ def test_columns_work_as_parquet_projection(tmp_path: Path) -> None:
     parquet = pq.ParquetFile(path)
     table = parquet.read(columns=checkpoint_columns(parquet.schema_arrow))
     batch = batch_from_checkpoint(table, 1, path.name)
-    assert batch.protocol is not None and batch.protocol.min_writer_version == 2
+    assert batch.protocol == {"minReaderVersion": 1, "minWriterVersion": 2}
     assert batch.add_table is not None
     assert batch.add_table.to_pylist()[0] | {"stats": None} == {
         "path": "a.parquet",
@@ -378,3 +378,49 @@ def test_unknown_add_fields_in_checkpoints_are_carried_in_extra_fields() -> None
     assert "add.futureField" in checkpoint_columns(schema)
     table = canonical_file_table(rows, ADD_SCHEMA)
     assert table.column("extraFields").to_pylist() == ['{"futureField":{"x":7}}', None]
+
+
+METADATA = pa.struct(
+    [
+        ("id", pa.string()),
+        ("schemaString", pa.string()),
+        ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", pa.map_(pa.string(), pa.string())),
+        ("futureMetadataField", pa.string()),
+    ]
+)
+
+
+def _checkpoint(tmp_path: Path, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:
+    path = tmp_path / "00000000000000000003.checkpoint.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema), path)
+    parquet = pq.ParquetFile(path)
+    return parquet.read(columns=checkpoint_columns(parquet.schema_arrow))
+
+
+def test_checkpoint_protocol_and_metadata_wait_for_the_replay(tmp_path: Path) -> None:
+    """An incomplete metaData row (no schemaString) is kept as logged, not refused: a later
+    commit may replace it. Unknown top-level columns and struct fields are ignored."""
+    schema = pa.schema(
+        [("metaData", METADATA), ("protocol", PROTOCOL), ("futureAction", pa.string())]
+    )
+    rows: list[dict[str, object]] = [
+        {"metaData": {"id": "t", "configuration": [], "futureMetadataField": "f"}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"futureAction": "whatever"},
+    ]
+    table = _checkpoint(tmp_path, rows, schema)
+    assert "futureAction" not in table.column_names
+    batch = batch_from_checkpoint(table, 3, "00000000000000000003.checkpoint.parquet")
+    assert batch.metadata == {"id": "t", "configuration": {}, "futureMetadataField": "f"}
+    assert batch.protocol == {"minReaderVersion": 1, "minWriterVersion": 2}
+
+
+def test_malformed_checkpoint_rows_name_the_missing_field_once(tmp_path: Path) -> None:
+    schema = pa.schema([("domainMetadata", pa.struct([("configuration", pa.string())]))])
+    table = _checkpoint(tmp_path, [{"domainMetadata": {"configuration": "{}"}}], schema)
+    with pytest.raises(LogError) as info:
+        batch_from_checkpoint(table, 3, "00000000000000000003.checkpoint.parquet")
+    message = info.value.message
+    assert "malformed 'domainMetadata' row (missing field 'domain')" in message
+    assert "''" not in message

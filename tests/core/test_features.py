@@ -75,6 +75,26 @@ def test_unknown_writer_feature_blocks_writes_only() -> None:
         require_writable(proto, META, "DELETE")
 
 
+LIQUID_META = Metadata(
+    "id", '{"type":"struct","fields":[]}', (), {"delta.liquid.clusteringColumns": "id"}
+)
+
+
+@pytest.mark.parametrize("operation", WRITING)
+def test_liquid_is_read_but_never_written(operation: str) -> None:
+    """`liquid`, the pre-`clustering` Databricks name, is no alias of `clustering`: Delta
+    Spark does not know it (its clustering feature is `clustering`) and refuses writes, as
+    delta-rs does; dvtool refuses every writing command too, saying what the feature is."""
+    proto = protocol("liquid", "domainMetadata")
+    require_readable(proto)
+    with pytest.raises(UnsupportedFeatureError) as info:
+        require_writable(proto, LIQUID_META, operation)
+    message = str(info.value)
+    assert "writer feature(s) liquid (the name early Databricks runtimes gave liquid" in message
+    assert "unknown to dvtool" not in message
+    assert "liquid" not in SUPPORTED
+
+
 def test_reader_and_writer_side_both_named() -> None:
     proto = Protocol(
         3, 7, ("deletionVectors", "catalogManaged"), ("deletionVectors", "catalogManaged")

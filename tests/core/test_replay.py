@@ -11,6 +11,7 @@ from dvtool.core.actions import Metadata, Protocol, file_action_key
 from dvtool.core.file_actions import ADD_SCHEMA, file_actions_table, key_column
 from dvtool.core.paths import CanonicalRoot, canonical_path, is_plain
 from dvtool.core.replay import ActionBatch, TableState, key_string, replay
+from dvtool.errors import LogError
 
 PROTOCOL = Protocol(3, 7, ("deletionVectors",), ("deletionVectors",))
 META = Metadata("id", '{"type":"struct","fields":[]}', (), {})
@@ -291,3 +292,75 @@ def test_file_action_key_canonical_only_with_a_root() -> None:
     assert file_action_key("file:/data/table/a%20b", None) == ("file:/data/table/a%20b", None)
     assert file_action_key("file:/data/table/a%20b", None, root=ROOT) == ("a b", None)
     assert file_action_key("a b", dv("x", 2), root=ROOT) == ("a b", "ux@2")
+
+
+# -- only the winning protocol and metaData must be complete ----------------------------------
+
+COMPLETE_META = {"id": "t", "schemaString": '{"type":"struct","fields":[]}', "configuration": {}}
+COMPLETE_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
+
+
+def test_an_incomplete_metadata_replaced_later_is_never_checked() -> None:
+    """Version 0 without `schemaString`, version 1 complete: the state uses version 1's."""
+    state = replay(
+        [
+            ActionBatch(1, metadata=COMPLETE_META, name="1.json"),
+            ActionBatch(0, protocol=COMPLETE_PROTOCOL, metadata={"id": "t"}, name="0.json"),
+        ],
+        1,
+    )
+    assert state.metadata.schema_string == COMPLETE_META["schemaString"]
+    assert state.protocol.min_writer_version == 2
+
+
+def test_a_malformed_protocol_replaced_later_is_never_checked() -> None:
+    state = replay(
+        [
+            ActionBatch(1, protocol=COMPLETE_PROTOCOL, name="1.json"),
+            ActionBatch(0, protocol={"minReaderVersion": "x"}, metadata=COMPLETE_META),
+        ],
+        1,
+    )
+    assert state.protocol == Protocol(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        (
+            ActionBatch(0, protocol=COMPLETE_PROTOCOL, metadata={"id": "t"}, name="0.json"),
+            "log file 0.json: metaData action has no 'schemaString' field; it is the newest "
+            "such action up to version 0",
+        ),
+        (
+            ActionBatch(0, protocol={"minReaderVersion": 1}, metadata=COMPLETE_META, name="0.json"),
+            "log file 0.json: protocol action lacks valid reader/writer versions",
+        ),
+        (
+            ActionBatch(
+                0,
+                protocol={**COMPLETE_PROTOCOL, "writerFeatures": "liquid"},
+                metadata=COMPLETE_META,
+                name="0.json",
+            ),
+            "log file 0.json: protocol field 'writerFeatures' is not a list of feature names",
+        ),
+        (
+            ActionBatch(
+                0,
+                protocol=COMPLETE_PROTOCOL,
+                metadata={**COMPLETE_META, "partitionColumns": "p"},
+                name="0.json",
+            ),
+            "log file 0.json: metaData field 'partitionColumns' is not a list of names",
+        ),
+    ],
+    ids=["metadata-without-schema", "protocol-without-writer", "features-not-a-list", "columns"],
+)
+def test_the_winning_action_must_be_complete(batch: ActionBatch, expected: str) -> None:
+    """The error names the log file of the action the state would use, each name quoted
+    once (a KeyError quoted again read `''schemaString''`)."""
+    with pytest.raises(LogError) as info:
+        replay([batch], 0)
+    assert info.value.message.startswith(expected), info.value.message
+    assert "''" not in info.value.message

@@ -292,6 +292,61 @@ def two_protocol_actions(s: Scene) -> tuple[str, ...]:
     return _log_names(3)
 
 
+def two_actions_on_one_line(s: Scene) -> tuple[str, ...]:
+    """The delete commit's commitInfo and a remove share one line: Delta Spark would read
+    one of them, kernels both, so which table it stands for depends on the reader."""
+    actions = s.actions(DELETE_VERSION)
+    remove = next(a for a in actions if "remove" in a)
+    actions.remove(remove)
+    actions[0] = {**actions[0], **remove}
+    s.write_actions(DELETE_VERSION, actions)
+    return (*_log_names(), "line 1 holds more than one action (commitInfo, remove)")
+
+
+def _edit_metadata(s: Scene, version: int, edit: Callable[[Action], None]) -> None:
+    actions = s.actions(version)
+    for action in actions:
+        if "metaData" in action:
+            edit(action["metaData"])
+    s.write_actions(version, actions)
+
+
+def winning_metadata_incomplete(s: Scene) -> tuple[str, ...]:
+    """The newest metaData (the enable commit's) has no schemaString."""
+    _edit_metadata(s, 3, lambda m: m.pop("schemaString"))
+    return (*_log_names(3), "metaData action has no 'schemaString' field")
+
+
+def unknown_fields_beside_actions(s: Scene) -> tuple[str, ...]:
+    """Valid: unknown top-level fields beside the actions of the delete commit, and a line
+    of an unknown action that is not even an object (PROTOCOL.md: readers ignore them)."""
+    actions = s.actions(DELETE_VERSION)
+    for action in actions:
+        action["some_new_action_alongside_add_action"] = ["a", "1"]
+    actions.insert(1, {"some_new_action": ["a", "1"]})
+    s.write_actions(DELETE_VERSION, actions)
+    return ()
+
+
+def replaced_metadata_incomplete(s: Scene) -> tuple[str, ...]:
+    """Valid: version 0's metaData has no schemaString, but the enable commit's replaces it."""
+    _edit_metadata(s, 0, lambda m: m.pop("schemaString"))
+    return ()
+
+
+def liquid_writer_feature(s: Scene) -> tuple[str, ...]:
+    """The protocol as early Databricks runtimes wrote liquid clustering: writer feature
+    `liquid` (not Delta's `clustering`) and `delta.liquid.clusteringColumns`."""
+    actions = s.actions(3)
+    for action in actions:
+        if "protocol" in action:
+            action["protocol"]["writerFeatures"].append("liquid")
+        if "metaData" in action:
+            action["metaData"]["configuration"]["delta.liquid.clusteringColumns"] = "id"
+    s.write_actions(3, actions)
+    return ("writer feature(s) liquid (the name early Databricks runtimes gave",)
+
+
 def _append_to_delete_commit(s: Scene, action: Action) -> None:
     actions = s.actions(DELETE_VERSION)
     actions.append(action)
@@ -718,6 +773,29 @@ LOG_CASES = [
     _c("log-utf8-bom", utf8_bom, READ_AND_DELETE, LOG),
     _c("log-action-not-an-object", action_not_object, READ_AND_DELETE, LOG),
     _c("log-two-protocol-actions", two_protocol_actions, READ_AND_DELETE, LOG),
+    _c("log-two-actions-on-one-line", two_actions_on_one_line, READ_AND_DELETE, LOG),
+    _c("log-winning-metadata-incomplete", winning_metadata_incomplete, EVERY_COMMAND, LOG),
+    _c(
+        "log-unknown-fields-beside-actions",
+        unknown_fields_beside_actions,
+        (),
+        0,
+        still_reads=(VERIFY, FILES_JSON, VACUUM_DRY, DOWNGRADE_DRY),
+    ),
+    _c(
+        "log-replaced-metadata-incomplete",
+        replaced_metadata_incomplete,
+        (),
+        0,
+        still_reads=(VERIFY, FILES_JSON, VACUUM_DRY, DOWNGRADE_DRY),
+    ),
+    _c(
+        "feature-liquid",
+        liquid_writer_feature,
+        (*WRITERS, VACUUM_DRY, MANIFEST),
+        REFUSED,
+        still_reads=(VERIFY, FILES_JSON),
+    ),
     _c("log-duplicate-add-same-dv", duplicate_add_same_dv, (INSPECT, DELETE_C, PURGE), LOG),
     _c("log-duplicate-add-other-dv", duplicate_add_other_dv, (INSPECT, DELETE_C, PURGE), LOG),
     _c("log-duplicate-remove", duplicate_remove, READ_AND_DELETE, LOG),
