@@ -153,6 +153,7 @@ def command_scope(process_exits: bool = False) -> Iterator[None]:
             yield
     finally:
         _state.scoped = False
+        _state.reset()  # nothing of this command carries over to a next one in the process
 
 
 def begin_library_call() -> None:
