@@ -15,7 +15,7 @@ Steps reached through `Storage` (the call is classified by what it writes or del
 
 - `dv-file`: writing a deletion vector file (`*.bin`);
 - `commit`: creating a commit file `_delta_log/<version>.json` (put-if-absent);
-- `checkpoint`: writing a checkpoint parquet file;
+- `checkpoint`: writing a checkpoint file (parquet, or a UUID-named JSON one);
 - `last-checkpoint`: replacing `_delta_log/_last_checkpoint`;
 - `manifest`: writing a file under `_symlink_format_manifest/`;
 - `write`: any other whole-file write (e.g. `_last_vacuum_info`);

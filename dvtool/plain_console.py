@@ -77,7 +77,7 @@ def _is_terminal(file: TextIO) -> bool:
 # rich.markup.RE_TAGS: a tag, with the backslashes before it.
 _TAG = re.compile(r"""((\\*)\[([a-z#/@][^[]*?)])""")
 # The styles the markup of the inspect summary opens; any other tag goes to rich.
-_STYLES = frozenset({"bold", "dim", "cyan"})
+_STYLES = frozenset({"bold", "dim", "cyan", "yellow"})
 
 
 def plain(markup: str) -> str:

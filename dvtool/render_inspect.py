@@ -45,6 +45,7 @@ def summary_blocks(s: TableSummary) -> list[str | BoxTable]:
     if s.partition_columns:
         blocks.append(f"partitioned by {', '.join(s.partition_columns)}")
     blocks.append(_counts(s))
+    blocks += [f"[yellow]warning:[/] {escape(w)}" for w in s.log_warnings]
     if s.configuration:
         blocks.append(_properties(s.configuration))
     blocks.append(_schema(s))
@@ -84,16 +85,24 @@ def _counts(s: TableSummary) -> BoxTable:
     if s.small_files is not None and s.small_file_size is not None:
         t.add_row("small files", f"{s.small_files:,} below {format_bytes(s.small_file_size)}")
     if s.commits_since_checkpoint is not None:
-        t.add_row("log", _log_position(s.checkpoint_version, s.commits_since_checkpoint))
+        damaged = [d["version"] for d in s.damaged_checkpoints]
+        t.add_row("log", _log_position(s.checkpoint_version, s.commits_since_checkpoint, damaged))
     if s.files_without_stats:
         exact = "counted from footers" if s.row_counts_exact else "not in row counts"
         t.add_row("files without stats", f"{s.files_without_stats:,} ({exact})")
     return t
 
 
-def _log_position(checkpoint: int | None, commits: int) -> str:
-    """Where the version stands in its log: what a reader replays to reach it."""
+def _log_position(checkpoint: int | None, commits: int, damaged: Sequence[int] = ()) -> str:
+    """Where the version stands in its log: what a reader replays to reach it (and which
+    damaged checkpoints it passes over, see the warnings under the table)."""
     replayed = f"{commits:,} commit{'s' if commits != 1 else ''}"
+    if damaged:
+        versions = ", ".join(f"{v:,}" for v in damaged)
+        skipped = f"checkpoint{'s' if len(damaged) > 1 else ''} at version {versions} damaged"
+        if checkpoint is None:
+            return f"{skipped}, {replayed} replayed from JSON"
+        return f"{skipped}, read from version {checkpoint:,} + {replayed}"
     if checkpoint is None:
         return f"no checkpoint, {replayed} to replay"
     return f"checkpoint at version {checkpoint:,}, {replayed} after it"
@@ -166,8 +175,10 @@ def _print_history_blocks(console: Console, entries: Sequence[HistoryEntry]) -> 
 
 
 def print_verify(console: Console, report: VerifyReport) -> None:
+    checkpoints = report.checkpoints_checked
+    log = f"{checkpoints:,} checkpoint{'s' if checkpoints != 1 else ''}, "
     console.print(
-        f"verified {report.files_checked:,} data files and {report.dvs_checked:,} DVs: "
+        f"verified {log}{report.files_checked:,} data files and {report.dvs_checked:,} DVs: "
         + ("[green]no problems[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]")
     )
     for p in report.problems:

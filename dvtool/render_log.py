@@ -52,6 +52,8 @@ def checkpoint(renderer: Renderer, result: CheckpointResult) -> None:
         console.print(
             f"version {result.version} already has a checkpoint: {escape(names)}", soft_wrap=True
         )
+    for repair in result.repairs:
+        console.print(f"repaired: {escape(repair)}", soft_wrap=True)
     cleanup = result.log_cleanup
     if cleanup is not None:
         console.print("log cleanup: " + _cutoff_line(cleanup), soft_wrap=True)

@@ -9,6 +9,15 @@ has a complete checkpoint, and then runs the log cleanup Delta runs after a chec
 (`dvtool.commands.log_cleanup`), unless `delta.enableExpiredLogCleanup` is false. A failed
 cleanup is a warning: the checkpoint stands.
 
+A checkpoint of the latest version that cannot be read (truncated, unreadable, a part or a
+sidecar missing: the log reader passes over it, other readers fail on it) does not count: a
+good one is written in its place (over the damaged file itself when it is UUID-named or
+classic; beside an incomplete multi-part one, which readers ignore), atomically, so no reader
+ever sees half a checkpoint or none. A `_last_checkpoint` that is not a valid hint, names a
+version beyond the log or a checkpoint that does not exist is rewritten to name the
+checkpoint written (also when the latest version's checkpoint was good: it is written again).
+`repairs` says what was mended.
+
 The checkpoint is of a version that exists, so a commit that lands meanwhile changes nothing:
 it is simply newer than the checkpoint. A table feature dvtool cannot write is refused as for
 `vacuum` (UnsupportedFeatureError), before anything is written.
@@ -17,12 +26,14 @@ it is simply newer than the checkpoint. A table feature dvtool cannot write is r
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dvtool.commands.result import CommandResult
 from dvtool.core.features import require_writable
-from dvtool.core.log_files import complete_checkpoints
+from dvtool.core.log_damage import DamagedCheckpoint
+from dvtool.core.log_files import LogFileKind, complete_checkpoints, parse_log_name
 from dvtool.log.checkpoint_writer import CheckpointInfo, one_line, write_checkpoint
 from dvtool.log.cleanup import LogCleanupResult, cleanup_after_checkpoint
 from dvtool.log.reader import DeltaLog
@@ -32,8 +43,10 @@ from dvtool.log.snapshot import Snapshot
 @dataclass(frozen=True)
 class CheckpointResult(CommandResult):
     """The checkpoint of `version`: `written` is False when the version already had a
-    complete checkpoint (`names` are then its files); `log_cleanup` is the cleanup after it
-    (None when `delta.enableExpiredLogCleanup` is false or it failed: see `warnings`)."""
+    good checkpoint (`names` are then its files); `repairs` the damage the one written
+    mends (a damaged checkpoint it replaces, a `_last_checkpoint` it rewrites), as
+    sentences; `log_cleanup` is the cleanup after it (None when
+    `delta.enableExpiredLogCleanup` is false or it failed: see `warnings`)."""
 
     version: int
     written: bool
@@ -41,6 +54,7 @@ class CheckpointResult(CommandResult):
     info: CheckpointInfo | None = None
     log_cleanup: LogCleanupResult | None = None
     warnings: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         info = self.info
@@ -53,27 +67,54 @@ class CheckpointResult(CommandResult):
             "size_in_bytes": info.size_in_bytes if info else None,
             "num_add_files": info.num_add_files if info else None,
             "v2": info.v2 if info else None,
+            "repairs": list(self.repairs),
             "log_cleanup": self.log_cleanup.to_json() if self.log_cleanup else None,
             "warnings": list(self.warnings),
         }
 
 
 def run_checkpoint(log: DeltaLog, now_ms: int | None = None) -> CheckpointResult:
-    """Write a checkpoint of the latest version of `log`'s table (unless it has one), then
-    clean up the log. `now_ms` is the time of the checkpoint's tombstone expiry and of the
-    cleanup's retention (default: now)."""
+    """Write a checkpoint of the latest version of `log`'s table (unless it has a good one
+    and `_last_checkpoint` names a checkpoint), then clean up the log. `now_ms` is the time
+    of the checkpoint's tombstone expiry and of the cleanup's retention (default: now)."""
     snapshot = log.snapshot()
     require_writable(snapshot.protocol, snapshot.metadata, "vacuum")
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    existing = complete_checkpoints(log.list_files(start_after=f"{snapshot.version:020d}"))
     version = snapshot.version
-    if version in existing:
+    damaged = [d for d in snapshot.damaged_checkpoints if d.version == version]
+    hint = snapshot.last_checkpoint_problem
+    if snapshot.checkpoint_version == version and not damaged and hint is None:
+        existing = complete_checkpoints(log.list_files(start_after=f"{version:020d}"))
         names = tuple(f.name for f in existing[version])
         result = CheckpointResult(version, False, names)
     else:
-        info = write_checkpoint(log, version, snapshot, now)
-        result = CheckpointResult(version, True, (info.name,), info)
+        info = write_checkpoint(log, version, snapshot, now, name=_replacing(damaged))
+        repairs = [_repair(d, info.name) for d in damaged]
+        if hint is not None:
+            repairs.append(
+                f"rewrote _delta_log/_last_checkpoint to name {info.name}: {hint.message}"
+            )
+        result = CheckpointResult(version, True, (info.name,), info, repairs=repairs)
     return _clean_up(log, snapshot, now, result)
+
+
+def _replacing(damaged: Sequence[DamagedCheckpoint]) -> str | None:
+    """The UUID-named checkpoint file to write over (readers prefer a UUID-named checkpoint
+    to a classic one of the same version, so a classic one beside it would not be read);
+    None: the classic name, which replaces a damaged classic checkpoint and is preferred to
+    a multi-part one."""
+    for d in damaged:
+        f = parse_log_name(d.checkpoint[0])
+        if f is not None and f.kind == LogFileKind.UUID_CHECKPOINT:
+            return f.name
+    return None
+
+
+def _repair(damaged: DamagedCheckpoint, written: str) -> str:
+    how = "replaced" if written in damaged.checkpoint else "superseded"
+    return f"{how} the damaged checkpoint of version {damaged.version} with {written}: " + (
+        damaged.message
+    )
 
 
 def _clean_up(

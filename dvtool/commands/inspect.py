@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 # most of its time.
 
 Progress = Callable[[int], None]
+LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
 
 
 # -- opening ---------------------------------------------------------------------------------
@@ -199,12 +200,15 @@ def _metric(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing `--verify` found wrong, with the files it concerns."""
+    """One thing `--verify` found wrong, with the files it concerns: a live data file (and
+    its DV file), or for the log's checkpoints and `_last_checkpoint` (`data_file` None) the
+    log file at fault, relative to the table root (`_delta_log/...`)."""
 
     kind: str
-    data_file: str
+    data_file: str | None
     message: str
     dv_file: str | None = None
+    log_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,11 +216,13 @@ class Problem:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """What `--verify` read and the problems it found."""
+    """What `--verify` read and the problems it found (the log's first)."""
 
     files_checked: int
     dvs_checked: int
     problems: list[Problem]
+    checkpoints_checked: int = 0
+    """The checkpoints the snapshot was read from or passed over."""
 
     @property
     def ok(self) -> bool:
@@ -227,13 +233,17 @@ class VerifyReport:
             "ok": self.ok,
             "files_checked": self.files_checked,
             "dvs_checked": self.dvs_checked,
+            "checkpoints_checked": self.checkpoints_checked,
             "problems": [p.to_json() for p in self.problems],
         }
 
 
 def verify(snapshot: Snapshot, log: DeltaLog, progress: Progress | None = None) -> VerifyReport:
-    """Read every data file footer and every DV; report each problem found."""
+    """Check the log's checkpoints and `_last_checkpoint`, read every data file footer and
+    every DV; report each problem found."""
     from dvtool.dvstore import DVStore
+
+    log_problems = log_damage_problems(snapshot, log)
 
     store = DVStore(log.storage)
     columns = snapshot.files.select(["path", "size", "numRecords", "deletionVector"]).to_pylist()
@@ -246,7 +256,24 @@ def verify(snapshot: Snapshot, log: DeltaLog, progress: Progress | None = None) 
 
     found = [p for problems in map_io(check, columns) for p in problems]
     dvs = sum(1 for row in columns if row["deletionVector"] is not None)
-    return VerifyReport(len(columns), dvs, found)
+    checkpoints = len(snapshot.damaged_checkpoints) + (snapshot.checkpoint_version is not None)
+    return VerifyReport(len(columns), dvs, log_problems + found, checkpoints)
+
+
+def log_damage_problems(snapshot: Snapshot, log: DeltaLog) -> list[Problem]:
+    """The checkpoints the snapshot's reader passed over (unreadable, a part or a sidecar
+    missing: other readers fail on them) and what is wrong with `_last_checkpoint`, one
+    problem per file at fault. The hint is looked up again: the snapshot records it only
+    for the latest version, and it concerns the latest whatever version is inspected."""
+    problems = [
+        Problem(d.kind, None, d.message, log_file=f"_delta_log/{name}")
+        for d in snapshot.damaged_checkpoints
+        for name in d.files
+    ]
+    hint = log.last_checkpoint_problem()
+    if hint is not None:
+        problems.append(Problem(hint.kind, None, hint.message, log_file=LAST_CHECKPOINT))
+    return problems
 
 
 def _check_file(log: DeltaLog, store: DVStore, row: dict[str, Any]) -> list[Problem]:

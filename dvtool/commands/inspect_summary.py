@@ -35,6 +35,7 @@ from dvtool.core.target_file_size import target_file_size
 from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dvtool.core.log_damage import DamagedCheckpoint, LastCheckpointProblem
     from dvtool.log.reader import DeltaLog
     from dvtool.log.snapshot import Snapshot
 
@@ -92,6 +93,13 @@ class TableSummary:
     """The newest complete checkpoint at or below `version` (None: none, or not looked up)."""
     commits_since_checkpoint: int | None
     """The commits a reader replays after that checkpoint (all of them without one)."""
+    damaged_checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    """Checkpoints from `checkpoint_version` on that cannot be used (`DamagedCheckpoint` as
+    JSON), newest first: the state was replayed without them."""
+    last_checkpoint_problem: dict[str, Any] | None = None
+    """What is wrong with `_last_checkpoint` (`LastCheckpointProblem` as JSON), if anything."""
+    log_warnings: list[str] = field(default_factory=list)
+    """The two above as sentences for a person, each saying what the state was read from."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,14 +113,39 @@ class LogPosition:
     version: int
     checkpoint_version: int | None
     commits_since_checkpoint: int
+    damaged_checkpoints: tuple[DamagedCheckpoint, ...] = ()
+    """Newer checkpoints the reader passed over (known only from a snapshot)."""
+    last_checkpoint_problem: LastCheckpointProblem | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        """The damage a reader passed over, each with what the state was read from instead."""
+        if self.checkpoint_version is None:
+            instead = "the state was read from the JSON commits instead"
+        else:
+            instead = f"the state was read from the checkpoint of version {self.checkpoint_version}"
+        mend = "`dvtool checkpoint` writes a good one"
+        out = [f"{d.message}; {instead} ({mend})" for d in self.damaged_checkpoints]
+        if self.last_checkpoint_problem is not None:
+            out.append(
+                f"{self.last_checkpoint_problem.message}; dvtool listed the whole log instead "
+                "(`dvtool checkpoint` rewrites it)"
+            )
+        return out
 
 
 def snapshot_position(snapshot: Snapshot) -> LogPosition:
     """The log position of a snapshot: the checkpoint its state was replayed from, as the
-    reader chose it (no second listing of the log)."""
+    reader chose it (no second listing of the log), and the damage it passed over."""
     checkpoint = snapshot.checkpoint_version
     since = snapshot.version - (-1 if checkpoint is None else checkpoint)
-    return LogPosition(snapshot.version, checkpoint, since)
+    return LogPosition(
+        snapshot.version,
+        checkpoint,
+        since,
+        snapshot.damaged_checkpoints,
+        snapshot.last_checkpoint_problem,
+    )
 
 
 def latest_log_position(log: DeltaLog) -> LogPosition:
@@ -206,7 +239,15 @@ def summarize(
         avg_file_size=totals.size_bytes // totals.num_files if totals.num_files else 0,
         checkpoint_version=position.checkpoint_version if position else None,
         commits_since_checkpoint=position.commits_since_checkpoint if position else None,
+        damaged_checkpoints=[d.to_json() for d in position.damaged_checkpoints] if position else [],
+        last_checkpoint_problem=_problem_json(position),
+        log_warnings=position.warnings if position else [],
     )
+
+
+def _problem_json(position: LogPosition | None) -> dict[str, Any] | None:
+    problem = position.last_checkpoint_problem if position else None
+    return problem.to_json() if problem else None
 
 
 def _small_file_size(snapshot: Snapshot) -> int | None:

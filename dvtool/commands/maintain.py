@@ -32,6 +32,7 @@ from typing import Any
 
 from dvtool import interrupts
 from dvtool.commands.maintain_plan import (
+    MENDING,
     STEPS,
     MaintainRequest,
     PlannedStep,
@@ -398,8 +399,11 @@ class _TableRun:
             from dvtool.commands.inspect_summary import latest_log_position
 
             since = latest_log_position(self.log).commits_since_checkpoint
-            due = since >= int(self.plan.settings.checkpoint_interval.value)
-            reason = f"{since:,} commits since the last checkpoint"
+            mending = MENDING in reason  # the damage is still there: no commit mends it
+            due = mending or since >= int(self.plan.settings.checkpoint_interval.value)
+            reason = f"{since:,} commits since the last checkpoint" + (
+                reason[reason.index(MENDING) - 2 :] if mending else ""
+            )
         if not due:
             return StepOutcome("checkpoint", NOTHING, reason)
         if self.dry_run:

@@ -44,6 +44,8 @@ PURGE_RATIO_PROPERTY = "dvtool.maintain.purgeRatio"
 DEFAULT_PURGE_RATIO = 0.2
 CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
 STEPS = ("purge", "compaction", "checkpoint", "vacuum", "log-cleanup")
+# How a checkpoint step due to mend a damaged checkpoint or `_last_checkpoint` says so.
+MENDING = "to mend:"
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,7 @@ def plan_table(snapshot: Snapshot, settings: TableSettings) -> TablePlan:
             f"{COMPACTION_DELETED_RATIO:.0%} of their rows",
             compacted,
         ),
-        PlannedStep(
-            "checkpoint",
-            since >= interval,
-            f"{since:,} commits since the last checkpoint (interval {interval})",
-        ),
+        _checkpoint_step(snapshot, since, interval),
         PlannedStep(
             "vacuum",
             True,
@@ -234,6 +232,19 @@ def plan_table(snapshot: Snapshot, settings: TableSettings) -> TablePlan:
         ),
     ]
     return TablePlan(snapshot.version, settings, steps)
+
+
+def _checkpoint_step(snapshot: Snapshot, since: int, interval: int) -> PlannedStep:
+    """Due after `interval` commits since the last checkpoint, or at once when the newest
+    checkpoint cannot be read or `_last_checkpoint` is no valid hint (other readers fail
+    on the table until `dvtool checkpoint` mends it)."""
+    reason = f"{since:,} commits since the last checkpoint (interval {interval})"
+    damage = [d.message for d in snapshot.damaged_checkpoints]
+    if snapshot.last_checkpoint_problem is not None:
+        damage.append(snapshot.last_checkpoint_problem.message)
+    if damage:
+        return PlannedStep("checkpoint", True, f"{reason}; {MENDING} {'; '.join(damage)}")
+    return PlannedStep("checkpoint", since >= interval, reason)
 
 
 def _deleted_ratio(snapshot: Snapshot) -> pa.Array:

@@ -3,6 +3,7 @@
 `checkpoint_table` lays a table state out with the column types Delta Spark writes (classic
 single file; V2 spec with `checkpointMetadata` on v2Checkpoint tables), dropping the remove
 tombstones whose `delta.deletedFileRetentionDuration` has passed (`dvtool.core.retention`).
+`checkpoint_json` renders it as a JSON checkpoint (UUID-named V2 checkpoints may be JSON);
 `last_checkpoint_json` is the `_last_checkpoint` hint pointing at it, with the checksum of
 PROTOCOL.md. No IO here: `dvtool.log.checkpoint_writer` writes both. Reading checkpoints back
 into actions is `dvtool.core.checkpoint`.
@@ -291,6 +292,30 @@ def _unexpired(removes: pa.Table, config: Mapping[str, str], now_ms: int | None)
     cutoff = now - retention
     ts = pc.fill_null(removes.column("deletionTimestamp"), arrow_values.scalar(0, pa.int64()))
     return removes.filter(pc.greater(ts, arrow_values.scalar(cutoff, pa.int64())))
+
+
+# Map fields: their null values mean something (a null partition value), unlike struct fields.
+_MAP_FIELDS = frozenset({"partitionValues", "tags", "configuration", "options"})
+
+
+def checkpoint_json(table: pa.Table) -> bytes:
+    """A `checkpoint_table` as JSON lines, the format of a UUID-named V2 JSON checkpoint:
+    one action per line, null struct fields left out as in commits (map entries kept)."""
+    lines = []
+    for row in table.to_pylist(maps_as_pydicts="strict"):
+        for column, value in row.items():
+            if value is not None:
+                action = {column: _without_nulls(value)}
+                lines.append(json.dumps(action, separators=(",", ":"), default=str))
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _without_nulls(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {
+        k: v if k in _MAP_FIELDS else _without_nulls(v) for k, v in value.items() if v is not None
+    }
 
 
 def last_checkpoint_json(version: int, size: int, size_in_bytes: int, num_add_files: int) -> bytes:

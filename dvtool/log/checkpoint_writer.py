@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from dvtool.core.actions import Metadata
 from dvtool.core.features import writer_features
+from dvtool.core.log_files import LogFileKind, parse_log_name
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 
@@ -92,18 +93,31 @@ def clean_up_after_checkpoint(log: DeltaLog, snapshot: Snapshot, now_ms: int) ->
 
 
 def write_checkpoint(
-    log: DeltaLog, version: int, snapshot: Snapshot | None, now_ms: int
+    log: DeltaLog,
+    version: int,
+    snapshot: Snapshot | None,
+    now_ms: int,
+    *,
+    name: str | None = None,
 ) -> CheckpointInfo:
-    """Write the classic checkpoint of `version` and point `_last_checkpoint` at it.
+    """Write the checkpoint of `version` and point `_last_checkpoint` at it.
 
-    V2 spec (with checkpointMetadata, no sidecars) on v2Checkpoint tables. The parquet file
-    is written whole (a reader never sees half of it); `_last_checkpoint` is replaced
-    atomically and never moved back to an older version. `snapshot`, if given, must be the
-    table at `version`; `now_ms` decides which tombstones have expired.
+    A classic checkpoint, unless `name` gives the UUID-named one to replace (a damaged one:
+    `dvtool checkpoint`), written in its format (parquet or JSON) on v2Checkpoint tables.
+    V2 spec (with checkpointMetadata, no sidecars) on v2Checkpoint tables. The file is
+    written whole and replaces an existing one atomically (a reader sees the old bytes or
+    the new, never half of a file, never no file); so is `_last_checkpoint`, which is never
+    moved back to an older version unless it names no checkpoint that exists (garbage, a
+    version beyond the log, a deleted checkpoint). `snapshot`, if given, must be the table
+    at `version`; `now_ms` decides which tombstones have expired.
     """
     # Local: one commit in `delta.checkpointInterval` (10) writes a checkpoint; the others
     # should not pay for importing its code and pyarrow.parquet (start-up time).
-    from dvtool.core.checkpoint_build import checkpoint_table, last_checkpoint_json
+    from dvtool.core.checkpoint_build import (
+        checkpoint_json,
+        checkpoint_table,
+        last_checkpoint_json,
+    )
 
     storage = log.storage
     if snapshot is None:
@@ -112,18 +126,33 @@ def write_checkpoint(
         raise ValueError(f"snapshot of version {snapshot.version} given for {version}")
     v2 = "v2Checkpoint" in writer_features(snapshot.protocol)
     table = checkpoint_table(snapshot.state, v2=v2, now_ms=now_ms)
-    data = _parquet_bytes(table, snapshot.metadata.configuration)
-    name = f"{version:020d}.checkpoint.parquet"
+    if name is None or not v2 or not _is_uuid_name(name, version):
+        name = f"{version:020d}.checkpoint.parquet"
+    if name.endswith(".json"):
+        data = checkpoint_json(table)
+    else:
+        data = _parquet_bytes(table, snapshot.metadata.configuration)
     storage.write(storage.join(f"_delta_log/{name}"), data)
     num_adds = snapshot.state.adds.num_rows
     info = CheckpointInfo(version, name, table.num_rows, len(data), num_adds, v2)
     current = log.last_checkpoint_hint()
-    if current is None or current <= version:
+    if current is None or current <= version or log.last_checkpoint_problem() is not None:
         storage.write_atomic_replace(
             storage.join("_delta_log/_last_checkpoint"),
             last_checkpoint_json(version, table.num_rows, len(data), num_adds),
         )
     return info
+
+
+def _is_uuid_name(name: str, version: int) -> bool:
+    """Whether `name` is a UUID-named checkpoint of `version` (PROTOCOL.md, "UUID-named
+    checkpoint"), the only name besides the classic one this writer writes."""
+    found = parse_log_name(name)
+    return (
+        found is not None
+        and found.kind == LogFileKind.UUID_CHECKPOINT
+        and (found.version == version)
+    )
 
 
 def checkpoint_interval(configuration: Mapping[str, str]) -> int:

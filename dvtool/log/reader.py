@@ -5,18 +5,34 @@ the checkpoint `_last_checkpoint` points to, falling back to a full listing when
 missing or stale), reads the chosen checkpoint (classic, multi-part or V2 with sidecars) with
 column projection and the commits or log compactions after it, and hands them newest first to
 the pure replay of `dvtool.core.replay`.
+
+A checkpoint that cannot be used (unreadable, truncated, a part or sidecar missing) is passed
+over for an older one or the JSON commits, which rebuild the same state; a `_last_checkpoint`
+that is no valid hint is not followed. Neither is silent: the snapshot records what was
+passed over and why (`Snapshot.damaged_checkpoints`, `Snapshot.last_checkpoint_problem`,
+`dvtool.core.log_damage`), so `inspect` can show it and `checkpoint` can mend it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
-import json
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from dvtool.core.log_damage import (
+    CHECKPOINT_SIDECAR_MISSING,
+    CHECKPOINT_UNREADABLE,
+    DamagedCheckpoint,
+    LastCheckpointProblem,
+    incomplete_checkpoints,
+    invalid_last_checkpoint,
+    last_checkpoint_problem,
+    parse_last_checkpoint,
+)
 from dvtool.core.log_files import (
     LogFile,
     LogFileKind,
@@ -87,13 +103,30 @@ class DeltaLog:
         return files
 
     def last_checkpoint_hint(self) -> int | None:
-        """The version in `_last_checkpoint`, or None if it is absent or unreadable."""
+        """The version in `_last_checkpoint`, or None if it is absent or no valid hint."""
+        return self.read_last_checkpoint()[0]
+
+    def read_last_checkpoint(self) -> tuple[int | None, LastCheckpointProblem | None]:
+        """The version `_last_checkpoint` names (None when absent or invalid) and, when it
+        is not valid JSON of the hint's shape, that problem."""
         try:
             data = self.storage.read(self.storage.join("_delta_log/_last_checkpoint"))
-            version = json.loads(data)["version"]
-        except (FileMissingError, ValueError, KeyError, TypeError):
+        except FileMissingError:
+            return None, None
+        try:
+            return parse_last_checkpoint(data), None
+        except ValueError as e:
+            return None, invalid_last_checkpoint(str(e))
+
+    def last_checkpoint_problem(self) -> LastCheckpointProblem | None:
+        """What is wrong with `_last_checkpoint` (None: absent, or it names a checkpoint that
+        exists): invalid, naming a version beyond the log, or a checkpoint that is not there."""
+        hint, problem = self.read_last_checkpoint()
+        if hint is None:
+            return problem
+        if hint in complete_checkpoints(self.list_files(start_after=f"{hint:020d}")):
             return None
-        return version if isinstance(version, int) and version >= 0 else None
+        return last_checkpoint_problem(hint, self.list_files())
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -101,14 +134,17 @@ class DeltaLog:
         """The table state at `version` (latest when None).
 
         An unreadable checkpoint is skipped in favour of an older one (or replay from 0), as a
-        reader must tolerate a checkpoint that a crashed writer left incomplete.
+        reader must tolerate a checkpoint that a crashed writer left incomplete; the snapshot
+        records each checkpoint passed over, and (for the latest version) what is wrong with
+        `_last_checkpoint`.
         """
-        files, complete = self._files_for(version)
-        skipped: list[int] = []
+        files, complete, hint_problem = self._files_for(version)
+        damaged: list[DamagedCheckpoint] = []
+        skipped: set[str] = set()
         unreadable: LogError | None = None
         while True:
             try:
-                segment = plan_segment(files, version, skipped)
+                segment = plan_segment([f for f in files if f.name not in skipped], version)
             except LogError as e:
                 if unreadable is None:
                     raise
@@ -119,23 +155,38 @@ class DeltaLog:
                     hint="Restore the checkpoint or the commits before it.",
                 ) from None
             try:
-                return self._load(segment, files)
+                snapshot = self._load(segment, files)
             except _UnreadableCheckpoint as e:
                 if segment.checkpoint_version is None:
                     raise e.error from None
                 unreadable = unreadable or e.error
-                skipped.append(segment.checkpoint_version)
+                damaged.append(e.damage)
+                skipped.update(p.name for p in segment.checkpoint)
                 if not complete:
                     files, complete = self.list_files(), True
+                continue
+            damaged += incomplete_checkpoints(files, segment.checkpoint_version, segment.version)
+            damaged.sort(key=lambda d: d.version, reverse=True)
+            return replace(
+                snapshot, damaged_checkpoints=tuple(damaged), last_checkpoint_problem=hint_problem
+            )
 
-    def _files_for(self, version: int | None) -> tuple[list[LogFile], bool]:
-        """Log files from the `_last_checkpoint` hint on when it is usable, else all of them."""
-        hint = self.last_checkpoint_hint() if version is None else None
+    def _files_for(
+        self, version: int | None
+    ) -> tuple[list[LogFile], bool, LastCheckpointProblem | None]:
+        """Log files from the `_last_checkpoint` hint on when it is usable, else all of them;
+        whether that is all of them; for the latest version, what is wrong with the hint."""
+        if version is not None:
+            return self.list_files(), True, None
+        hint, problem = self.read_last_checkpoint()
         if hint is not None:
             files = self.list_files(start_after=f"{hint:020d}")
             if hint in complete_checkpoints(files):
-                return files, False
-        return self.list_files(), True
+                return files, False, None
+        files = self.list_files()
+        if hint is not None:
+            problem = last_checkpoint_problem(hint, files)
+        return files, True, problem
 
     def _load(self, segment: LogSegment, files: Sequence[LogFile]) -> Snapshot:
         texts = map_io(lambda f: self.storage.read(self._location(f.name)), segment.deltas)
@@ -174,19 +225,22 @@ class DeltaLog:
         return first_commit_info(self.storage.read(self._location(last.name)))
 
     def _read_checkpoint(self, parts: Sequence[LogFile]) -> list[ActionBatch]:
-        try:
-            batches = map_io(self._read_checkpoint_file, parts)
-            sidecars = [s for b in batches for s in b.sidecars]
-            if sidecars:
-                version = parts[0].version
-                batches += map_io(lambda s: self._read_sidecar(s, version), sidecars)
-        except Exception as e:
-            if not isinstance(e, (LogError, StorageError)) and not _is_arrow_error(e):
-                raise
-            names = ", ".join(p.name for p in parts)
-            raise _UnreadableCheckpoint(
-                LogError(f"checkpoint {names} cannot be read: {e}")
-            ) from None
+        if not parts:
+            return []
+        version, names = parts[0].version, tuple(p.name for p in parts)
+
+        def part(f: LogFile) -> ActionBatch:
+            read = functools.partial(self._read_checkpoint_file, f)
+            return _guarded(version, names, f.name, read)
+
+        def sidecar(s: Mapping[str, Any]) -> ActionBatch:
+            read = functools.partial(self._read_sidecar, s, version)
+            return _guarded(version, names, _sidecar_name(s), read, sidecar=True)
+
+        batches = map_io(part, parts)
+        sidecars = [s for b in batches for s in b.sidecars]
+        if sidecars:
+            batches += map_io(sidecar, sidecars)
         return batches
 
     def _read_checkpoint_file(self, f: LogFile) -> ActionBatch:
@@ -289,9 +343,39 @@ class _CommitTimes:
 
 
 class _UnreadableCheckpoint(Exception):
-    def __init__(self, error: LogError) -> None:
+    def __init__(self, error: LogError, damage: DamagedCheckpoint) -> None:
         super().__init__(str(error))
         self.error = error
+        self.damage = damage
+
+
+def _guarded(
+    version: int,
+    checkpoint: tuple[str, ...],
+    name: str,
+    read: Callable[[], ActionBatch],
+    *,
+    sidecar: bool = False,
+) -> ActionBatch:
+    """`read()` of one file of a checkpoint (`name`: a part, or a sidecar); a failure to read
+    it (a log, storage or pyarrow error) as `_UnreadableCheckpoint` naming the file."""
+    try:
+        return read()
+    except Exception as e:
+        if not isinstance(e, (LogError, StorageError)) and not _is_arrow_error(e):
+            raise
+        missing = isinstance(e, FileMissingError)
+        kind = CHECKPOINT_SIDECAR_MISSING if sidecar and missing else CHECKPOINT_UNREADABLE
+        reason = "missing" if missing else " ".join(str(e).split()).rstrip(".")
+        damage = DamagedCheckpoint(version, kind, checkpoint, (name,), reason)
+        error = LogError(f"checkpoint {', '.join(checkpoint)} cannot be read: {name}: {reason}")
+        raise _UnreadableCheckpoint(error, damage) from None
+
+
+def _sidecar_name(sidecar: Mapping[str, Any]) -> str:
+    """A sidecar as messages name it: `_sidecars/NAME` under `_delta_log`, or its URI."""
+    path = str(sidecar.get("path", ""))
+    return path if "://" in path or path.startswith("/") else f"_sidecars/{path}"
 
 
 def _is_arrow_error(error: Exception) -> bool:

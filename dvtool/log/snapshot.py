@@ -22,6 +22,7 @@ from dvtool.errors import LogError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from dvtool.core.log_damage import DamagedCheckpoint, LastCheckpointProblem
     from dvtool.log.reader import CommitRecord
 
 
@@ -34,6 +35,11 @@ class Snapshot:
     commit: CommitRecord
     checkpoint_version: int | None = None
     """The checkpoint the state was replayed from (None: replayed from version 0)."""
+    damaged_checkpoints: tuple[DamagedCheckpoint, ...] = ()
+    """Checkpoints from `checkpoint_version` on (at most `version`) that the reader passed
+    over because they cannot be used, newest first: other readers fail on them."""
+    last_checkpoint_problem: LastCheckpointProblem | None = None
+    """What is wrong with `_last_checkpoint` (for the latest version only; None: nothing)."""
 
     @property
     def version(self) -> int:

@@ -496,7 +496,7 @@ def _write_step(location: str) -> str:
     if directory.endswith("_delta_log"):
         if name == "_last_checkpoint":
             return "last-checkpoint"
-        if ".checkpoint" in name and name.endswith(".parquet"):
+        if ".checkpoint." in name and name.endswith((".parquet", ".json")):
             return "checkpoint"
     if "_symlink_format_manifest" in directory.split("/"):
         return "manifest"

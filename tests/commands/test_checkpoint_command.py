@@ -1,7 +1,9 @@
 """`dvtool checkpoint` (and `dvtool.checkpoint` / `dvtool.cleanup_log` in the Python API).
 
 The checkpoint is checked by other readers alone: after it is written, the commits before it
-are moved away and deltalake and polars must still read every row from the checkpoint.
+are moved away and deltalake and polars must still read every row from the checkpoint. So is
+the mending of a damaged checkpoint or `_last_checkpoint` (`tests.damaged_tables`): other
+readers read the rows they read before the damage.
 """
 
 from __future__ import annotations
@@ -9,20 +11,40 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 import dvtool
+from dvtool import faults
 from dvtool.commands.checkpoint import run_checkpoint
 from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
 from dvtool.log.reader import open_log
-from tests.cli_helpers import run
-from tests.oracles import commit_versions, copy_golden
+from tests.cli_helpers import all_output, run
+from tests.damaged_tables import (
+    DAMAGE_NAMES,
+    DAMAGES,
+    MULTI_PART,
+    NEWEST,
+    V2_JSON,
+    V2_PARQUET,
+    checkpoint_name,
+    damaged_table,
+    golden_without,
+    newest_sidecar,
+    polars_rows,
+)
+from tests.damaged_tables import deltalake_rows as damaged_rows
+from tests.oracles import GOLDEN, commit_versions, copy_golden, replay_json, tree_hashes
 from tests.s3_server import S3Server
 
 DAY_S = 86_400
@@ -190,3 +212,120 @@ def test_checkpoint_and_log_cleanup_on_s3(s3_server: S3Server, tmp_path: Path) -
     table = DeltaTable(uri, storage_options=options)
     reader = QueryBuilder().register("t", table).execute("select id from t")
     assert sorted(pa.table(reader.read_all()).column("id").to_pylist()) == expected
+
+
+# -- mending a damaged checkpoint or _last_checkpoint ------------------------------------------
+
+# Damages other readers fail on (delta-rs, and polars through it): they follow the hint.
+FATAL_TO_OTHERS = {"truncated", "truncated-older-good", "part-missing", "hint-5000"}
+
+
+@pytest.mark.parametrize("name", DAMAGE_NAMES)
+def test_checkpoint_mends_the_damage(tmp_path: Path, name: str) -> None:
+    damage = next(d for d in DAMAGES if d.name == name)
+    table, expected = damaged_table(tmp_path, damage)
+    if name in FATAL_TO_OTHERS:
+        with pytest.raises(Exception, match=r"(?i)footer|checkpoint"):
+            DeltaTable(str(table)).to_pyarrow_table()
+
+    done = run("checkpoint", table, "--json")
+    assert done.exit_code == 0, all_output(done)
+    doc = json.loads(done.stdout)
+    assert doc["written"] and doc["version"] == NEWEST
+    assert doc["files"] == [checkpoint_name(NEWEST)]
+    [repair] = doc["repairs"]
+    assert ("_last_checkpoint" in repair) == damage.kind.startswith("last-checkpoint")
+    hint = json.loads((table / "_delta_log" / "_last_checkpoint").read_text())
+    assert hint["version"] == NEWEST and "parts" not in hint
+
+    assert polars_rows(table) == expected
+    assert damaged_rows(table) == expected
+    assert run("inspect", table, "--verify").exit_code == 0
+    # The new checkpoint alone rebuilds the table.
+    alone = without_commits_before(table, NEWEST, tmp_path / "alone")
+    assert damaged_rows(alone) == expected
+    assert polars_rows(alone) == expected
+    # Mended: a second run finds the checkpoint good and writes nothing.
+    again = run_checkpoint(open_log(str(table)))
+    assert not again.written and again.repairs == []
+
+
+def test_human_output_says_what_was_mended(tmp_path: Path) -> None:
+    damage = next(d for d in DAMAGES if d.name == "truncated")
+    table, _ = damaged_table(tmp_path, damage)
+    human = run("checkpoint", table)
+    assert human.exit_code == 0, all_output(human)
+    name = checkpoint_name(NEWEST)
+    assert f"wrote the checkpoint of version {NEWEST}: {name}" in human.stdout
+    assert f"repaired: replaced the damaged checkpoint of version {NEWEST} with {name}" in (
+        human.stdout
+    )
+
+
+@pytest.mark.parametrize("name", [V2_PARQUET, V2_JSON])
+def test_a_damaged_v2_checkpoint_is_replaced_in_place(tmp_path: Path, name: str) -> None:
+    """The UUID-named checkpoint that lost a sidecar is rewritten under its own name, in its
+    own format, without sidecars (readers prefer it to a classic checkpoint beside it)."""
+    sidecar = newest_sidecar(GOLDEN / name)
+    table, good = golden_without(tmp_path, name, sidecar)
+    expected = deltalake_rows(good)
+    [uuid_named] = (table / "_delta_log").glob("00000000000000000006.checkpoint.*-*")
+    result = run_checkpoint(open_log(str(table)))
+    assert result.written and result.names == (uuid_named.name,)
+    assert result.info is not None and result.info.v2
+    assert result.repairs[0].startswith("replaced the damaged checkpoint of version 6")
+    assert not (table / "_delta_log" / checkpoint_name(6)).exists()
+
+    if uuid_named.suffix == ".json":
+        actions = [json.loads(line) for line in uuid_named.read_text().splitlines()]
+    else:
+        actions = [
+            {k: v for k, v in row.items() if v is not None}
+            for row in pq.read_table(uuid_named).to_pylist()
+        ]
+    [metadata] = [a["checkpointMetadata"] for a in actions if "checkpointMetadata" in a]
+    assert metadata["version"] == 6
+    assert not any("sidecar" in a for a in actions)
+    adds = {unquote(a["add"]["path"]) for a in actions if "add" in a}
+    assert adds == {path for path, _ in replay_json(good)[1]}
+    alone = without_commits_before(table, 6, tmp_path / "alone")
+    assert deltalake_rows(alone) == expected
+    assert run("inspect", table, "--verify").exit_code == 0
+
+
+def test_a_table_dvtool_cannot_checkpoint_is_left_as_it_is(tmp_path: Path) -> None:
+    """The golden multi-part table writes stats only as structs, which dvtool does not
+    write: `checkpoint` refuses before writing anything, the damage stays reported."""
+    part = "00000000000000000005.checkpoint.0000000002.0000000003.parquet"
+    table, _ = golden_without(tmp_path, MULTI_PART, part)
+    before = tree_hashes(table)
+    refused = run("checkpoint", table)
+    assert refused.exit_code == 7 and "writeStatsAsStruct" in refused.stderr
+    assert tree_hashes(table) == before
+    assert run("inspect", table, "--verify").exit_code == 6
+
+
+@pytest.mark.parametrize("kind", ["half", "kill"])
+def test_replacing_a_damaged_checkpoint_never_leaves_none(tmp_path: Path, kind: str) -> None:
+    """A crash while the damaged checkpoint is replaced leaves it as it was (`half`: the
+    new bytes stayed in a temp file) or the complete new one (`kill` right after the
+    write): never no file, never half of one under its name. A second run mends it."""
+    damage = next(d for d in DAMAGES if d.name == "truncated")
+    table, expected = damaged_table(tmp_path, damage)
+    path = table / "_delta_log" / checkpoint_name(NEWEST)
+    damaged = path.read_bytes()
+    env = {**os.environ, faults.ENV: f"checkpoint:{kind}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dvtool", "checkpoint", str(table)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    if kind == "half":
+        assert path.read_bytes() == damaged
+    else:
+        assert pq.read_metadata(path).num_rows > 0
+    assert run("checkpoint", table).exit_code == 0
+    assert damaged_rows(table) == expected and polars_rows(table) == expected

@@ -490,10 +490,13 @@ def test_verify_golden_table(name: str) -> None:
     assert report.ok, report.problems
     assert report.files_checked == len(replay.adds) == sum(ticks)
     assert report.dvs_checked == len(replay.dvs())
+    # Every golden table's newest checkpoint is good: the one the snapshot was read from.
+    has_checkpoint = any(".checkpoint." in p.name for p in (table / "_delta_log").iterdir())
     assert report.to_json() == {
         "ok": True,
         "files_checked": len(replay.adds),
         "dvs_checked": len(replay.dvs()),
+        "checkpoints_checked": int(has_checkpoint),
         "problems": [],
     }
 
