@@ -58,6 +58,19 @@ class DvtoolGroup(click.Group):
     def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except Exception as e:
+            stop = _interrupt_behind(e)
+            if stop is None:
+                return self._report_error(ctx, e)
+            return self._report_error(ctx, stop)
+        except KeyboardInterrupt as e:
+            return self._report_error(ctx, e)
+
+    def _report_error(self, ctx: click.Context, error: BaseException) -> Any:
+        """Report `error` (its outcome is final: signals are held from here) and exit."""
+        interrupts.command_finished()
+        try:
+            raise error
         except DvtoolError as e:
             _report(ctx, str(e), e, e.to_json())
             ctx.exit(e.exit_code)
@@ -80,6 +93,22 @@ class DvtoolGroup(click.Group):
                 ctx, message, e, _error_json("internal", message, "Run with -v for the traceback.")
             )
             ctx.exit(exit_code_of("internal"))
+
+
+def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The signal's KeyboardInterrupt that `error` wraps, if any: Python 3.11 reports one that
+    arrives while a class is being created (a lazy import) as "RuntimeError: Error calling
+    __set_name__", with the interrupt as its cause."""
+    if isinstance(error, DvtoolError):
+        return None
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
 
 
 def _stopped_message(error: KeyboardInterrupt) -> tuple[str, str]:

@@ -55,9 +55,11 @@ class _State:
         self.interruptible = 0
         self.received: int | None = None
         self.landed: list[int] = []
+        self.finished = False
 
     def defers(self) -> bool:
-        return self.deferring > 0 or (bool(self.landed) and self.interruptible == 0)
+        held = bool(self.landed) or self.finished
+        return self.deferring > 0 or (held and self.interruptible == 0)
 
 
 _state = _State()
@@ -179,6 +181,13 @@ def after_commit(version: int) -> None:
     """Commit `version` landed: from now on in this command scope signals are recorded, not
     raised, except in `interruptible` blocks, so nothing reports the command as stopped."""
     _state.landed.append(version)
+
+
+def command_finished() -> None:
+    """The command's outcome is known and being reported (its result or its error): from now
+    on in this command scope signals are recorded, not raised, so the report is never cut
+    short or followed by a second one, and the exit code stays the outcome's."""
+    _state.finished = True
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from dvtool import interrupts
 from dvtool.box_table import BoxTable, Column
 from dvtool.plain_console import NotPlain, escape, plain_stdout
 from dvtool.render_values import format_bytes, format_protocol, format_time
@@ -59,7 +60,9 @@ class Renderer:
 
     @property
     def console(self) -> Console:
-        """The rich console on stdout, made on first use (`_console`)."""
+        """The rich console on stdout, made on first use (`_console`); a command that
+        prints its result on it has finished (`interrupts.command_finished`)."""
+        interrupts.command_finished()
         if self._console is None:
             self._console = _console(stderr=False)
         return self._console
@@ -74,6 +77,7 @@ class Renderer:
     # -- generic -------------------------------------------------------------------------
 
     def json(self, payload: Any) -> None:
+        interrupts.command_finished()
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         sys.stdout.flush()
 
@@ -143,6 +147,7 @@ class Renderer:
             text = plain_summary(result.summary, _UNLIMITED_WIDTH)
         except NotPlain:
             return False
+        interrupts.command_finished()
         out.write(text)
         out.flush()
         return True

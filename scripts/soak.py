@@ -9,7 +9,8 @@ picking at random and running as a CLI subprocess with `--json`:
 - `delete --where P`, P a random predicate over the data and partition columns, built from a
   spec that also gives its meaning in plain Python (`predicate_sql` / `predicate_matches`);
 - `optimize --purge` (sometimes `--min-deleted-ratio`), `optimize` compaction (a random
-  `--target-size`, sometimes a partition `--where`);
+  `--target-size`, sometimes a partition `--where`), both sometimes with `--batch-size` 1
+  or 2 (a commit per batch);
 - `vacuum --retain R --force` (sometimes `--lite`), see "Vacuum retention" below;
 - `restore --version V` (sometimes `--timestamp T`, T the modification time of commit V's
   file, Delta's commit time on a table without in-commit timestamps; sometimes `--dry-run`),
@@ -24,13 +25,35 @@ vacuum runs, dvtool/commands/restore_plan.py) is a conflict; 5 from a restore wh
 says files it needs no longer exist (vacuumed) is a refusal, expected and counted apart, as
 is 7 from a `vacuum --lite` that needs commits the log cleanup deleted (before any vacuum
 recorded `_last_vacuum_info`, it reads the log from version 0; README: run a full vacuum
-first); anything else is an unexpected failure. Afterwards, all checked independently of
-dvtool's code:
+first); an optimize whose later batch conflicted names its earlier batches' versions;
+anything else is an unexpected failure.
+
+Signals (`--signals RATE`, default 0.15; 0: none): each operation, with probability RATE, is
+sent SIGINT or SIGTERM (even odds) at a random moment, drawn from the median duration m of
+its kind so far in its worker: uniform in 0..1.25 m, or half the time in 0.6..1.1 m, the end
+of a run where the commits are (soak_signals.py). A signal that finds the process ended is
+not sent. What a process sent signal S may then do is what dvtool documents (README
+"Failures, retries and crashes"): exit 0 (the signal came during or after its commit's put:
+a result like any other, checked as such; a post-commit checkpoint it skipped is counted,
+not warned about); exit 128 + S (130, 143) with the `--json` error of kind `interrupted` or
+`terminated` saying "interrupted (S) before committing", nothing of it in the log, or "after
+committing version(s) A, B" (vacuum's START and END, optimize's batches), those versions
+its commits; or, stopped while the interpreter was still starting, killed by the signal,
+Python's own KeyboardInterrupt traceback through no dvtool module but `dvtool/__init__.py`
+and `dvtool/__main__.py`, or exit 128 + S with at most one "before committing" line on
+stderr. Those are the outcome "interrupted" (counted apart: stopped while starting, before
+committing, after committing); any other answer to a signal (exit 70, exit 1, a traceback
+through dvtool, a message naming another signal, output besides the error) is an unexpected
+failure. Afterwards, all checked independently of dvtool's code:
 
 - the log: versions contiguous from the oldest commit left to the last, no `txnId` twice,
-  every commit after the setup reported by exactly one successful operation of the matching
-  kind (a RESTORE by a restore; `checkpoint`, `vacuum --log` and dry runs commit nothing),
-  and vice versa;
+  every commit after the setup claimed by exactly one operation of the matching kind
+  (reported by a successful one, named by an interrupted one or in an optimize's conflict;
+  a RESTORE by a restore; `checkpoint`, `vacuum --log` and dry runs commit nothing), and
+  every claimed version is a commit of the claimer's kind, in order (a vacuum's START
+  before its END). So a commit a stopped operation does not name, or a named one that is
+  not there, is a mismatch; so is a delete or restore (one commit) that exits 130/143 after
+  committing, and an interrupted vacuum that committed START without END (status FAILED);
 - the live rows per version (a pyroaring bitmap of ids per version that changed them),
   replayed in commit order over the original rows (ids are unique and rows never change, so
   a predicate evaluated on the original rows is exact). A delete's `numDeletedRows` must
@@ -80,7 +103,7 @@ references) or files an in-flight operation still reads. So concurrent vacuums u
 the longest operation, and a run in which an operation outlived the retention is flagged.
 
     .venv/bin/python scripts/soak.py --minutes 1
-    .venv/bin/python scripts/soak.py --minutes 10 --workers 4 --seed 7
+    .venv/bin/python scripts/soak.py --minutes 10 --workers 4 --seed 7 --signals 0.15
     .venv/bin/python scripts/soak.py --minutes 2 --backend s3      # moto on 127.0.0.1
 
 Exit status: 0 when there was no mismatch and no unexpected failure, 1 otherwise. With
@@ -92,11 +115,13 @@ Where the parts live (sibling modules in scripts/, imported from here): this fil
 argument parsing, the setup (moto S3, building, enabling and ageing the table), the run and
 the analysis (`soak`, `analyse`); soak_table.py the table's location, shape and building and
 the predicates (`predicate_sql` / `predicate_matches`); soak_ops.py the operations, running
-dvtool and classifying its exits, and the worker loop; soak_log.py the log read without
+dvtool and classifying its exits, and the worker loop; soak_signals.py the signals (when to
+send one, running a process that gets it, what a stopped dvtool may answer); soak_log.py the
+log read without
 dvtool; soak_checks.py `Findings` and the checks of the log, the log cleanup and the
 restores; soak_expected.py the replay model of the live rows (`Expected`) and the checks of
 reads, time travel and the final table against it; soak_report.py the summary printed at the
-end.
+end (with what the signals did, per kind of operation).
 """
 
 from __future__ import annotations
@@ -124,7 +149,14 @@ from soak_checks import Findings, check_log, check_restores
 from soak_expected import Expected, check_final, check_reads, check_time_travel
 from soak_log import VERSIONED_NAME, list_log, read_log
 from soak_ops import OpRecord, WorkerPlan, head, run_dvtool, run_worker
-from soak_report import print_failures, print_log_cleanup, print_restores, print_summary, summarize
+from soak_report import (
+    print_failures,
+    print_log_cleanup,
+    print_restores,
+    print_signals,
+    print_summary,
+    summarize,
+)
 from soak_table import PREDICATE_WEIGHTS, Setup, Target, build_table
 
 BUCKET = "dvtool-soak"
@@ -265,10 +297,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="never draw this kind of delete predicate (e.g. one a known bug gets wrong, so it "
         "does not mask others); repeatable",
     )
+    p.add_argument(
+        "--signals",
+        type=float,
+        default=0.15,
+        metavar="RATE",
+        help="the share of operations sent SIGINT or SIGTERM at a random moment "
+        "(default 0.15; 0: none)",
+    )
     p.add_argument("--dvtool", help="dvtool executable (default: this Python's `-m dvtool`)")
     args = p.parse_args(argv)
     if args.minutes <= 0 or args.workers < 1:
         p.error("--minutes must be positive and --workers at least 1")
+    if not 0 <= args.signals <= 1:
+        p.error("--signals must be between 0 and 1")
     if set(args.exclude_predicate) >= set(PREDICATE_WEIGHTS):
         p.error("--exclude-predicate: every predicate kind is excluded")
     if args.table is not None and args.table.exists() and any(args.table.iterdir()):
@@ -305,7 +347,8 @@ def soak(args: argparse.Namespace, seed: int, workdir: Path) -> int:
             f"soak: seed {seed}, {args.backend} table {target.uri}, "
             f"{'partitioned by region' if shape.partitioned else 'unpartitioned'}, "
             f"{shape.num_files} files x {shape.rows_per_file:,} rows ({shape.num_rows:,} rows), "
-            f"{args.workers} workers, {args.minutes:g} min, vacuum --retain {args.vacuum_retain}",
+            f"{args.workers} workers, {args.minutes:g} min, vacuum --retain {args.vacuum_retain}, "
+            f"signals to {args.signals:.0%} of the operations",
             flush=True,
         )
         print(
@@ -322,14 +365,29 @@ def soak(args: argparse.Namespace, seed: int, workdir: Path) -> int:
         kinds = tuple(k for k in PREDICATE_WEIGHTS if k not in args.exclude_predicate)
         plans = [
             WorkerPlan(
-                i, seed, deadline, target, shape, dvtool, args.vacuum_retain, kinds, setup.version
+                i,
+                seed,
+                deadline,
+                target,
+                shape,
+                dvtool,
+                args.vacuum_retain,
+                kinds,
+                setup.version,
+                args.signals,
             )
             for i in range(args.workers)
         ]
         records = run_workers(plans)
         save_records(records, workdir / "records.json")
         status = analyse(
-            records, setup, target, dvtool, retention_seconds(args.vacuum_retain), seed
+            records,
+            setup,
+            target,
+            dvtool,
+            retention_seconds(args.vacuum_retain),
+            seed,
+            args.signals,
         )
         if args.keep and args.backend == "s3":
             kept = args.table or workdir / "table"
@@ -345,6 +403,7 @@ def analyse(
     dvtool: Sequence[str],
     retain_s: float,
     seed: int,
+    signal_rate: float = 0.0,
 ) -> int:
     """Check everything, print the summary; 0 when clean."""
     state = read_log(target)
@@ -361,6 +420,7 @@ def analyse(
     check_final(target, expected, dvtool, f, "after a final vacuum --retain 0h")
     summary = summarize(records, infos)
     print_summary(summary)
+    print_signals(records, signal_rate, summary)
     deletes = [r for r in records if r.kind == "delete" and r.outcome == "ok"]
     committed = [r for r in deletes if r.result.get("version") is not None]
     print(

@@ -1,7 +1,8 @@
 """The soak's checks of the log and of what the operations reported (see scripts/soak.py):
 `Findings` (the mismatches by check), the log's versions, txnIds and commits against the
-successful operations (`check_log`), the log cleanup (`check_log_cleanup`) and the restores'
-`--timestamp` resolutions and refusals (`check_restores`).
+successful operations and the versions that interrupted ones name (`check_log`,
+`check_claims`), the log cleanup (`check_log_cleanup`) and the restores' `--timestamp`
+resolutions and refusals (`check_restores`).
 
 The checks of rows, against the replay model, are in soak_expected.py, which builds on
 `Findings` and `option_value` here.
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from soak_log import VERSIONED_NAME, LogState, commit_times, vacuum_safe
 from soak_ops import LITE_MISSING_VERSION, REFUSED_VERSION, RUNNING_VACUUM_MESSAGE, OpRecord
@@ -78,6 +80,58 @@ def reported_versions(record: OpRecord) -> list[int]:
     return []
 
 
+def claimed_versions(record: OpRecord) -> list[int]:
+    """The versions an operation says are its commits: what a successful one reported, what
+    an interrupted one names in its message ("after committing versions 12, 13"), the earlier
+    batches an optimize whose later batch conflicted names."""
+    return reported_versions(record) if record.outcome == "ok" else list(record.claimed)
+
+
+# Kinds that commit once: a signal after that commit landed must not stop them (exit 0).
+SINGLE_COMMIT = ("delete", "restore")
+
+
+def check_claims(record: OpRecord, infos: Mapping[int, dict[str, Any]], f: Findings) -> None:
+    """An operation's versions are in order and commits of its kind; an interrupted one
+    names versions only where it commits more than once, and an interrupted vacuum that
+    committed VACUUM START also committed VACUUM END (FAILED) before it exited."""
+    versions = claimed_versions(record)
+    what = f"{record.kind} {' '.join(record.args)} ({record.outcome}"
+    what += f" after {record.signal})" if record.signal_sent is not None else ")"
+    f.expect(versions == sorted(set(versions)), "log", f"{what} named versions {versions}")
+    for v in versions:
+        operation = infos.get(v, {}).get("operation") if v in infos else "no commit at all"
+        f.expect(
+            operation in EXPECTED_OPERATIONS[record.kind],
+            "log",
+            f"{what} named version {v}, whose commit is {operation!r}",
+        )
+    if record.kind == "vacuum" and versions:
+        operations = [infos.get(v, {}).get("operation") for v in versions]
+        f.expect(
+            operations[:2] == ["VACUUM START", "VACUUM END"][: len(operations)],
+            "log",
+            f"{what} named versions {versions}: {operations}",
+        )
+    if record.outcome != "interrupted" or not versions:
+        return
+    f.expect(
+        record.kind not in SINGLE_COMMIT
+        and ("--batch-size" in record.args or record.kind not in ("purge", "compact")),
+        "log",
+        f"{what} exited {record.exit_code} after committing {versions}: a command that "
+        "commits once reports a landed commit and exits 0",
+    )
+    if record.kind == "vacuum":
+        status = (infos.get(versions[-1], {}).get("operationParameters") or {}).get("status")
+        f.expect(
+            len(versions) == 2 and status == "FAILED",
+            "log",
+            f"vacuum stopped by {record.signal} named {versions}: expected VACUUM START and "
+            f"VACUUM END (status FAILED), the last one's status is {status!r}",
+        )
+
+
 def option_value(args: Sequence[str], option: str) -> str | None:
     return args[args.index(option) + 1] if option in args else None
 
@@ -97,6 +151,10 @@ def check_log(state: LogState, setup: Setup, records: Sequence[OpRecord], f: Fin
     f.expect(not dup, "log", f"duplicate txnId in the log: {dup[:3]}")
     claimed: dict[int, OpRecord] = {}
     for record in records:
+        check_claims(record, infos, f)
+        for v in claimed_versions(record):
+            f.expect(v not in claimed, "log", f"version {v} claimed by two operations")
+            claimed[v] = record
         if record.outcome != "ok":
             continue
         if record.kind == "restore":
@@ -108,20 +166,12 @@ def check_log(state: LogState, setup: Setup, records: Sequence[OpRecord], f: Fin
                 f"restore {' '.join(record.args)}: dry_run {record.result.get('dry_run')}, "
                 f"version {record.result.get('version')}",
             )
-        for v in reported_versions(record):
-            f.expect(v not in claimed, "log", f"version {v} reported by two operations")
-            claimed[v] = record
-            operation = infos.get(v, {}).get("operation")
-            f.expect(
-                operation in EXPECTED_OPERATIONS[record.kind],
-                "log",
-                f"{record.kind} reported version {v}, whose commit is {operation!r}",
-            )
     for v in versions:
         f.expect(
             v <= setup.version or v in claimed,
             "log",
-            f"commit {v} ({infos[v].get('operation')}) reported by no successful operation",
+            f"commit {v} ({infos[v].get('operation')}) claimed by no operation (reported by "
+            "none that succeeded, named by none that was interrupted)",
         )
     check_log_cleanup(state, setup, records, f)
 

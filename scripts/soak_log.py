@@ -32,14 +32,19 @@ VERSIONED_NAME = re.compile(r"^\.?(\d{20})\.")
 def list_log(target: Target) -> dict[str, tuple[int, int]]:
     """The files directly in `_delta_log`: name -> (size, modification time in ms). Local
     times are truncated to ms from nanoseconds (as Hadoop's FileStatus has them), S3's are
-    the object's LastModified. Never a cached listing."""
+    the object's LastModified. Never a cached listing; an entry deleted or renamed while
+    it is listed is left out."""
     out: dict[str, tuple[int, int]] = {}
     if target.local_path is not None:
         with os.scandir(target.local_path / "_delta_log") as entries:
             for entry in entries:
-                if entry.is_file():
+                try:
+                    if not entry.is_file():
+                        continue
                     st = entry.stat()
-                    out[entry.name] = (st.st_size, st.st_mtime_ns // 1_000_000)
+                except FileNotFoundError:  # gone since the listing (a temp file renamed, a
+                    continue  # log entry a concurrent cleanup deleted)
+                out[entry.name] = (st.st_size, st.st_mtime_ns // 1_000_000)
         return out
     fs = target.filesystem()
     for info in fs.ls(target.fs_path("_delta_log"), detail=True, refresh=True):

@@ -1,7 +1,8 @@
 """The soak's operations (see scripts/soak.py): what a worker process runs. Choosing an
 operation and its arguments (`choose_operation`, `operation_args`, `restore_args`), running
-`dvtool ... --json` (`run_dvtool`), classifying its exit (`classify`: ok, conflict, refused,
-failure) and the worker loop (`run_worker`, given a picklable `WorkerPlan`, returning an
+`dvtool ... --json` (`run_dvtool`, sending the signal soak_signals.py drew, if any),
+classifying its exit (`classify`: ok, conflict, refused, failure; after a signal also
+interrupted) and the worker loop (`run_worker`, given a picklable `WorkerPlan`, returning an
 `OpRecord` per operation).
 
 The exit codes and messages that make a conflict or a refusal live here, next to `classify`;
@@ -15,16 +16,15 @@ import datetime as dt
 import json
 import random
 import re
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak_log import commit_times, list_log
+from soak_signals import SignalChooser, SignalPlan, run_process, stop_point
 from soak_table import REGIONS, Spec, TableShape, Target, predicate_sql, random_predicate
 
-OPERATION_TIMEOUT_S = 600.0
 # Messages of CommitConflictError (dvtool/log/writer.py, dvtool/commands/optimize.py, and
 # dvtool/commands/restore_plan.py for a restore while a vacuum runs).
 CONFLICT_EXIT = 4  # CommitConflictError.exit_code (README, exit codes)
@@ -46,6 +46,9 @@ REFUSED_VERSION = re.compile(r"restore to version (\d+) refused")
 LITE_REFUSED_EXIT = 7  # WriteRefusedError, "refused"
 LITE_REFUSED_MESSAGE = "vacuum --lite needs"
 LITE_MISSING_VERSION = re.compile(r"version (\d+) is no longer in the log")
+# An optimize in batches (--batch-size) whose later batch conflicted names the earlier ones
+# (dvtool/commands/optimize.py): they are its commits.
+EARLIER_BATCHES = re.compile(r"earlier batches were committed as versions \[([\d, ]*)\]")
 RECENT_RESTORE_VERSIONS = 15  # half the restores pick among this many newest versions
 OPERATION_WEIGHTS = {
     "delete": 40, "inspect": 20, "purge": 12, "compact": 12, "vacuum": 8, "restore": 8,
@@ -69,6 +72,7 @@ class WorkerPlan:
     vacuum_retain: str
     predicate_kinds: tuple[str, ...]
     setup_version: int  # restores target this version or a later one
+    signal_rate: float = 0.0  # the share of operations sent SIGINT or SIGTERM
 
 
 @dataclass
@@ -81,10 +85,18 @@ class OpRecord:
     started: float
     seconds: float
     exit_code: int
-    outcome: str  # ok | conflict | refused (a restore: files vacuumed) | failure
+    outcome: str  # ok | conflict | refused | interrupted (after a signal) | failure
     stderr_head: str
     result: dict[str, Any] = field(default_factory=dict)
     spec: Spec | None = None
+    signal: str | None = None  # SIGINT | SIGTERM drawn for it
+    signal_delay: float | None = None  # when it was to be sent, s after the start
+    signal_sent: float | None = None  # when it was sent (None: the process had ended)
+    stopped: str | None = None  # an interrupted one: starting | before commit | after commit
+    # Versions it says it committed although it did not succeed: those an interrupted
+    # operation names, or the earlier batches of an optimize whose later batch conflicted.
+    claimed: list[int] = field(default_factory=list)
+    stdout_head: str = ""  # kept for a failure after a signal
 
 
 def choose_operation(rng: random.Random, plan: WorkerPlan) -> tuple[str, list[str], Spec | None]:
@@ -107,10 +119,10 @@ def operation_args(rng: random.Random, plan: WorkerPlan, kind: str) -> list[str]
         return ["--verify"] if rng.random() < 0.4 else []
     if kind == "purge":
         ratio = ["--min-deleted-ratio", str(rng.choice((0.001, 0.005, 0.01)))]
-        return ["--purge", *(ratio if rng.random() < 0.3 else [])]
+        return ["--purge", *(ratio if rng.random() < 0.3 else []), *batches(rng)]
     if kind == "compact":
         size = int(plan.shape.file_size * rng.choice((1.5, 2.5, 4.0)))
-        args = ["--target-size", str(size)]
+        args = ["--target-size", str(size), *batches(rng)]
         if plan.shape.partitioned and rng.random() < 0.4:
             args += ["--where", f"region = '{rng.choice(REGIONS)}'"]
         return args
@@ -120,6 +132,11 @@ def operation_args(rng: random.Random, plan: WorkerPlan, kind: str) -> list[str]
         return ["--log", *(["--dry-run"] if rng.random() < 0.3 else [])]
     lite = ["--lite"] if rng.random() < 0.3 else []
     return ["--retain", plan.vacuum_retain, "--force", *lite]
+
+
+def batches(rng: random.Random) -> list[str]:
+    """Sometimes `--batch-size` 1 or 2: an optimize of several commits, one per batch."""
+    return ["--batch-size", str(rng.choice((1, 2)))] if rng.random() < 0.3 else []
 
 
 def restore_args(rng: random.Random, plan: WorkerPlan) -> list[str] | None:
@@ -160,18 +177,21 @@ COMMANDS = {
 
 
 def run_dvtool(
-    dvtool: Sequence[str], target: Target, command: str, args: Sequence[str]
+    dvtool: Sequence[str],
+    target: Target,
+    command: str,
+    args: Sequence[str],
+    plan: SignalPlan | None = None,
 ) -> tuple[int, str, str]:
     """Run `dvtool COMMAND TABLE ARGS --json`: (exit code, stdout, stderr)."""
-    argv = [*dvtool, command, target.uri, *target.cli_options, *args, "--json"]
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=OPERATION_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return -1, "", f"timed out after {OPERATION_TIMEOUT_S:.0f} s\n{err}"
-    return proc.returncode, proc.stdout, proc.stderr
+    ran = run_process(dvtool_argv(dvtool, target, command, args), plan)
+    return ran.code, ran.stdout, ran.stderr
+
+
+def dvtool_argv(
+    dvtool: Sequence[str], target: Target, command: str, args: Sequence[str]
+) -> list[str]:
+    return [*dvtool, command, target.uri, *target.cli_options, *args, "--json"]
 
 
 def classify(kind: str, exit_code: int, stdout: str, stderr: str) -> tuple[str, dict[str, Any]]:
@@ -193,23 +213,48 @@ def classify(kind: str, exit_code: int, stdout: str, stderr: str) -> tuple[str, 
     return "failure", parsed
 
 
+def batches_committed(record: OpRecord) -> list[int]:
+    """The earlier batches an optimize names in its conflict message (none: not one)."""
+    error = record.result.get("error") or {}
+    m = EARLIER_BATCHES.search(str(error.get("message", "")))
+    return [int(v) for v in m[1].split(",") if v.strip()] if m else []
+
+
 def head(text: str, lines: int = 3) -> str:
     return "\n".join(text.strip().splitlines()[:lines])
 
 
 def run_worker(plan: WorkerPlan) -> list[OpRecord]:
-    """A worker process: random operations until the deadline."""
+    """A worker process: random operations until the deadline, some of them sent a signal
+    (drawn from a random stream of their own, so the operations drawn do not depend on
+    `--signals`)."""
     rng = random.Random(plan.seed * 1000 + plan.index)
+    signals = SignalChooser(plan.signal_rate, random.Random(plan.seed * 1000 + plan.index + 500))
     records: list[OpRecord] = []
     while time.time() < plan.deadline:
         kind, args, spec = choose_operation(rng, plan)
+        stop = signals.choose(kind)
         started = time.time()
-        code, out, err = run_dvtool(plan.dvtool, plan.target, COMMANDS[kind], args)
-        outcome, result = classify(kind, code, out, err)
+        ran = run_process(dvtool_argv(plan.dvtool, plan.target, COMMANDS[kind], args), stop)
         seconds = time.time() - started
-        records.append(
-            OpRecord(
-                plan.index, kind, args, started, seconds, code, outcome, head(err), result, spec
-            )
-        )
+        signals.observe(kind, seconds, stop is not None)
+        outcome, result = classify(kind, ran.code, ran.stdout, ran.stderr)
+        record = OpRecord(
+            plan.index, kind, args, started, seconds, ran.code, outcome, head(ran.stderr),
+            result, spec,
+        )  # fmt: skip
+        if stop is not None:
+            record.signal, record.signal_delay = stop.name, stop.delay
+            record.signal_sent = ran.signal_sent
+        if outcome == "failure" and ran.signal_sent is not None and stop is not None:
+            point = stop_point(stop.signum, ran.code, ran.stdout, ran.stderr, result)
+            if point is not None:
+                record.outcome = "interrupted"
+                record.stopped, record.claimed = point
+        if outcome == "conflict":
+            record.claimed = batches_committed(record)
+        if record.outcome == "failure" and ran.signal_sent is not None:
+            record.stderr_head = head(ran.stderr, 40)  # the whole story of an odd stop
+            record.stdout_head = head(ran.stdout, 12)
+        records.append(record)
     return records
