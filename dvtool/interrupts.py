@@ -25,6 +25,7 @@ This module does no IO.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -139,6 +140,23 @@ def _handlers(then_ignore: bool = False) -> Iterator[None]:
             signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
+def _unraisable(
+    previous: Callable[[Any], object],
+) -> Callable[[Any], object]:
+    """An unraisable-exception hook that keeps a signal raised where Python cannot raise (in
+    a weakref callback of the import system, a `__del__`): recorded, to stop the command at
+    its next check (`interruptible`, the put), instead of a traceback and a lost signal."""
+
+    def hook(unraisable: Any) -> object:
+        error = getattr(unraisable, "exc_value", None)
+        if isinstance(error, KeyboardInterrupt):
+            record(signum_of(error))
+            return None
+        return previous(unraisable)
+
+    return hook
+
+
 @contextmanager
 def command_scope(process_exits: bool = False) -> Iterator[None]:
     """One CLI command: SIGTERM stops it like SIGINT (`Terminated`), a fresh record of
@@ -150,10 +168,13 @@ def command_scope(process_exits: bool = False) -> Iterator[None]:
         return
     _state.reset()
     _state.scoped = True
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(previous_hook)
     try:
         with _handlers(then_ignore=process_exits):
             yield
     finally:
+        sys.unraisablehook = previous_hook
         _state.scoped = False
         _state.reset()  # nothing of this command carries over to a next one in the process
 

@@ -91,3 +91,22 @@ def test_outside_a_scope_handlers_are_set_only_while_deferred() -> None:
     assert interrupts.received() == signal.SIGINT
     interrupts.begin_library_call()
     assert interrupts.received() is None
+
+
+@pytest.mark.usefixtures("scope")
+def test_a_signal_python_cannot_raise_is_kept_for_the_next_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signal handled inside a weakref callback or `__del__` (the import system has such
+    callbacks) cannot raise there: Python would print a traceback and lose it; dvtool keeps
+    it, and the next check stops the command."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            raise interrupts.Terminated()
+
+    Finalized()  # collected at once: its __del__ raises where nothing can catch it
+    assert interrupts.received() == signal.SIGTERM
+    assert "Traceback" not in capsys.readouterr().err
+    with pytest.raises(interrupts.Terminated), interrupts.interruptible():
+        pytest.fail("the kept signal stops the work before it starts")
