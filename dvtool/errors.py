@@ -24,7 +24,11 @@ EXIT_CODES: dict[str, tuple[int, str]] = {
     "check-failed": (3, "an inspect --check gate did not hold"),
     "conflict": (4, "a concurrent commit conflicts; nothing was committed, run it again"),
     "not-found": (5, "no Delta table at the path, or a file the command needs is missing"),
-    "integrity": (6, "the log or a deletion vector is corrupt, or inspect --verify found problems"),
+    "integrity": (
+        6,
+        "the log, a deletion vector or a data file is corrupt (or holds a value its column's "
+        "type cannot hold exactly), or inspect --verify found problems",
+    ),
     "refused": (7, "refused by a safety rule: retention, waiting period, a table feature"),
     "storage": (8, "storage or credentials: a read, listing or write failed"),
     "internal": (70, "internal error: a bug in dvtool, please report it (-v shows the traceback)"),
@@ -150,6 +154,21 @@ class LogError(DvtoolError):
 
 class DataFileError(DvtoolError):
     """A data file the log names is not a valid parquet file (corrupt or truncated)."""
+
+    kind = "integrity"
+
+
+class UnrepresentableValueError(DvtoolError):
+    """A data file holds a value that the table's type of its column cannot hold exactly: a
+    timestamp with nanoseconds below a microsecond, or beyond the range of the table's unit;
+    a decimal with more digits or a finer scale than the column's; an integer out of range.
+
+    Kind "integrity", not a refusal: the file does not conform to the table's schema, so what
+    its value "is" depends on the reader (one floors, another truncates, a third wraps), and
+    no flag or retry makes it right. dvtool reads and rewrites data only when every value
+    converts exactly (a rewrite never changes a value); the file has to be repaired first.
+    The message names the file and the column.
+    """
 
     kind = "integrity"
 

@@ -875,6 +875,12 @@ def test_parquet_row_group_statistics(tmp_path: Path) -> None:
             "(try_divide(CAST(`i` AS DOUBLE), CAST('2.0' AS DOUBLE)) > CAST('1.0' AS DOUBLE))",
         ),
         ("i % 2 = 1", "(try_mod(`i`, 2) = 1)"),
+        # years below 1000 zero-padded (Spark refuses `TIMESTAMP '1-01-01 ...'`)
+        (
+            "ts < TIMESTAMP '0001-01-01 00:00:00.000001'",
+            "(`ts` < TIMESTAMP '0001-01-01 00:00:00.000001Z')",
+        ),
+        ("ts >= '9999-12-31'", "(`ts` >= TIMESTAMP '9999-12-31 00:00:00Z')"),
     ],
 )
 def test_spark_sql_text(sql: str, spark: str) -> None:

@@ -15,6 +15,8 @@ written by real Spark (PySpark 4, in a child process).
 - `column_mapping_id_table`: a table converted from Iceberg, column mapping `id` mode.
 - `variant_table`: `variant` columns from real Spark, unshredded or shredded.
 - `materialized_partition_table`: writer feature `materializePartitionColumns`.
+- `spark_int96_table`: INT96 timestamps from real Spark, 0001-01-01 to 9999-12-31 (the open
+  ends of slowly changing dimensions), decimals of all three physical types, nested.
 
 Nothing here imports dvtool: the tables are independent of the code under test. Expected
 rows are available as plain data (`deltalake_dv_rows`, `ROW_TRACKING_*`, `VARIANT_ROWS`, ...)
@@ -195,9 +197,10 @@ def write_spark_parquet(
 
 
 def _stat_value(value: Any, delta_type: str) -> Any:
-    """A min/max value as Delta Spark writes it in the JSON stats."""
+    """A min/max value as Delta Spark writes it in the JSON stats (years of 4 digits)."""
     if isinstance(value, dt.datetime):
-        text = value.strftime("%Y-%m-%dT%H:%M:%S") + f".{value.microsecond // 1000:03d}"
+        text = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")
+        text += f".{value.microsecond // 1000:03d}"
         if delta_type == "timestamp":
             return text + "Z"
         return text
@@ -1603,6 +1606,16 @@ def spark_variant_files() -> Path:
     atexit.register(shutil.rmtree, work, True)
     source = work / "rows.json"
     source.write_text("".join(compact_json(r) + "\n" for r in VARIANT_ROWS))
+    out = work / "out"
+    _run_spark(_SPARK_SCRIPT, "the variant files", str(source), str(out), VARIANT_SHREDDING_SCHEMA)
+    _spark_cache = out
+    return out
+
+
+def _run_spark(script: str, what: str, *args: str) -> None:
+    """Run a PySpark `script` (local[1], 127.0.0.1) in a child process with `args`: a
+    classic session in the test process would clash with the Spark Connect clients other
+    tests start."""
     env = {
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,
@@ -1610,9 +1623,8 @@ def spark_variant_files() -> Path:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
     }
-    out = work / "out"
     result = subprocess.run(
-        [sys.executable, "-c", _SPARK_SCRIPT, str(source), str(out), VARIANT_SHREDDING_SCHEMA],
+        [sys.executable, "-c", script, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -1620,9 +1632,7 @@ def spark_variant_files() -> Path:
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"Spark failed to write the variant files:\n{result.stderr[-4000:]}")
-    _spark_cache = out
-    return out
+        raise RuntimeError(f"Spark failed to write {what}:\n{result.stderr[-4000:]}")
 
 
 def _spark_part_file(directory: Path) -> Path:
@@ -1687,6 +1697,161 @@ def variant_table(path: Path, *, shredded: bool = False) -> Path:
                     },
                     blind_append=True,
                     engine=engine,
+                ),
+                *head,
+                _DataFile(target.name, size, stats, []).add(path),
+            ]
+        )
+    return path
+
+
+# -- INT96 timestamps from real Spark -----------------------------------------------------------
+
+INT96_FIELDS = [
+    delta_field("id", "long"),
+    delta_field("valid_to", "timestamp"),
+    delta_field("valid_from", "timestamp"),
+    delta_field("day", "date"),
+    delta_field("small", "decimal(9,2)"),
+    delta_field("mid", "decimal(18,6)"),
+    delta_field("wide", "decimal(38,18)"),
+    delta_field(
+        "span",
+        {
+            "type": "struct",
+            "fields": [delta_field("start", "timestamp"), delta_field("end", "timestamp")],
+        },
+    ),
+    delta_field("stamps", {"type": "array", "elementType": "timestamp", "containsNull": True}),
+    delta_field(
+        "named",
+        {
+            "type": "map",
+            "keyType": "string",
+            "valueType": "timestamp",
+            "valueContainsNull": True,
+        },
+    ),
+]
+# (id, valid_to, valid_from, day, small, mid, wide) as Spark SQL literals; file a holds ids 0-3,
+# file b ids 4-7. The extremes of Delta's ranges, the nanosecond range's bounds (1677, 2262),
+# the calendar switch (1582) and the epoch.
+INT96_VALUES = [
+    (0, "9999-12-31 23:59:59.999999", "0001-01-01 00:00:00", "9999-12-31",
+     "9999999.99", "999999999999.999999", "99999999999999999999.999999999999999999"),
+    (1, "9999-12-30 00:00:00", "1969-12-31 23:59:59.999999", "0001-01-01",
+     "-9999999.99", "-999999999999.999999", "-99999999999999999999.999999999999999999"),
+    (2, "0001-01-01 00:00:00", "9999-12-31 00:00:00", "1970-01-01",
+     "0.01", "0.000001", "0.000000000000000001"),
+    (3, None, None, None, None, None, None),
+    (4, "9999-12-31 23:59:59.999999", "2024-02-29 12:00:00.123456", "2024-02-29",
+     "0", "-0.000001", "-0.000000000000000001"),
+    (5, "1582-10-04 23:59:59.999999", "1582-10-15 00:00:00", "1582-10-04",
+     "1.5", "2.5", "3.5"),
+    (6, "1677-09-21 00:12:43.145224", "2262-04-11 23:47:16.854775", "1677-09-21",
+     "-1", "1", "-1"),
+    (7, "0001-01-01 00:00:00.000001", "9999-12-31 23:59:59.999999", "9999-12-31",
+     "12.34", "123456.789012", "12345678901234567890.123456789012345678"),
+]  # fmt: skip
+
+_INT96_SCRIPT = r"""
+import sys
+from pyspark.sql import SparkSession
+
+out, values = sys.argv[1], sys.argv[2]
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("dvtool-test-fixtures")
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.sql.shuffle.partitions", "1")
+    .config("spark.sql.session.timeZone", "UTC")
+    .config("spark.sql.parquet.outputTimestampType", "INT96")
+    .config("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
+    .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
+    .getOrCreate()
+)
+try:
+    rows = spark.sql(
+        "SELECT CAST(id AS BIGINT) AS id, CAST(t AS TIMESTAMP) AS valid_to,"
+        " CAST(f AS TIMESTAMP) AS valid_from, CAST(d AS DATE) AS day,"
+        " CAST(s AS DECIMAL(9,2)) AS small, CAST(m AS DECIMAL(18,6)) AS mid,"
+        " CAST(w AS DECIMAL(38,18)) AS wide,"
+        " IF(id = 3, NULL,"
+        " named_struct('start', CAST(f AS TIMESTAMP), 'end', CAST(t AS TIMESTAMP))) AS span,"
+        " array(CAST(t AS TIMESTAMP), CAST(f AS TIMESTAMP)) AS stamps,"
+        " map('from', CAST(f AS TIMESTAMP), 'to', CAST(t AS TIMESTAMP)) AS named"
+        " FROM VALUES " + values + " AS v(id, t, f, d, s, m, w)"
+    )
+    rows.where("id < 4").orderBy("id").coalesce(1).write.parquet(out + "/a")
+    rows.where("id >= 4").orderBy("id").coalesce(1).write.parquet(out + "/b")
+finally:
+    spark.stop()
+"""
+
+_int96_cache: Path | None = None
+
+
+def _sql_literal(value: Any) -> str:
+    return "NULL" if value is None else "'" + str(value) + "'"
+
+
+def spark_int96_files() -> Path:
+    """Directory with `a/` and `b/`, each holding one parquet file real Spark wrote from
+    INT96_VALUES with `spark.sql.parquet.outputTimestampType=INT96` (OSS Spark 3's default,
+    still Databricks' for some tables) and the proleptic calendar (`CORRECTED`): timestamps
+    as INT96, `small` DECIMAL(9,2) as INT32, `mid` DECIMAL(18,6) as INT64, `wide`
+    DECIMAL(38,18) as FIXED_LEN_BYTE_ARRAY. Written once per process, then reused."""
+    global _int96_cache
+    if _int96_cache is not None:
+        return _int96_cache
+    work = Path(tempfile.mkdtemp(prefix="dvtool-spark-int96-"))
+    atexit.register(shutil.rmtree, work, True)
+    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in INT96_VALUES)
+    out = work / "out"
+    _run_spark(_INT96_SCRIPT, "the INT96 files", str(out), values)
+    _int96_cache = out
+    return out
+
+
+def spark_int96_table(path: Path) -> Path:
+    """A table of the two files of `spark_int96_files` as Delta Spark 4 logs them: commit 0
+    creates it (protocol 3/7 with deletionVectors) with file a, commit 1 appends file b. Stats:
+    numRecords, min/max and nullCount of id, valid_to, valid_from and day. Expected rows:
+    the files read with pyarrow (`coerce_int96_timestamp_unit="us"`, as
+    `tests.oracles.raw_rows` does)."""
+    files = spark_int96_files()
+    log = DeltaLog(path)
+    features = ["deletionVectors"]
+    configuration = {"delta.enableDeletionVectors": "true"}
+    created = log.now()
+    stats_fields = INT96_FIELDS[:4]
+    for number, name in enumerate(["a", "b"]):
+        target = path / f"part-0000{number}-{uuid.uuid4()}-c000.snappy.parquet"
+        shutil.copyfile(_spark_part_file(files / name), target)
+        data = pq.read_table(target, coerce_int96_timestamp_unit="us")
+        size = target.stat().st_size
+        stats = delta_stats(data, stats_fields, tight_bounds=True)
+        head: list[Action] = []
+        if number == 0:
+            head = [
+                metadata_action(INT96_FIELDS, configuration=configuration, created_time=created),
+                protocol(features, features),
+            ]
+        log.commit(
+            [
+                _delta_spark_commit_info(
+                    log,
+                    "WRITE",
+                    {"mode": "ErrorIfExists" if number == 0 else "Append", "partitionBy": "[]"},
+                    {
+                        "numFiles": "1",
+                        "numOutputRows": str(data.num_rows),
+                        "numOutputBytes": str(size),
+                    },
+                    blind_append=True,
+                    engine=DELTA_SPARK_4_ENGINE,
                 ),
                 *head,
                 _DataFile(target.name, size, stats, []).add(path),

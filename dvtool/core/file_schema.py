@@ -11,17 +11,26 @@ for them differs from the arrow schema of the table (`dvtool.core.partitions.arr
   `name` and `none` mode columns are found by name, exactly or else case-insensitively as
   Spark does. A column missing from a file reads as NULL.
 - Types other engines write: `string_view`/`large_string` (delta-rs and DataFusion),
-  `large_binary`/`binary_view`, dictionary-encoded columns, INT96 timestamps (nanoseconds,
-  no time zone: floored to microseconds, as Spark reads them), other timestamp units, legacy
-  list layouts (`list<item>`, `list<array>`, large lists) and map entry names.
+  `large_binary`/`binary_view`, dictionary-encoded columns, timestamps without a zone (INT96,
+  read as microseconds by `dvtool.data_files.reading`: taken as UTC), other timestamp units
+  (INT64 millis and nanos), decimals of any physical type (INT32, INT64,
+  FIXED_LEN_BYTE_ARRAY: pyarrow gives all three as decimal128), legacy list layouts
+  (`list<item>`, `list<array>`, large lists) and map entry names.
 - Type widening (`dvtool.core.type_widening`): values of files written before a change are
   cast to the current type (integer, float and decimal widening, date -> timestamp_ntz).
 - Variant columns (PROTOCOL.md "Variant Data Type"): the table type is the unshredded struct
   of `value` and `metadata` binaries; a file's variant column, shredded or not, is passed on
   as the file holds it, so a 1:1 rewrite keeps its layout (`is_variant_type`).
 
-`ColumnPlan.of(file_schema, targets, mode)` resolves once per file; `conform_batch` converts
-each batch. Both are pure arrow: no IO.
+Every conversion is exact: a value the target type cannot hold as it is (nanoseconds below a
+microsecond, a millisecond timestamp beyond the microsecond range, a decimal's lost digits or
+scale, an integer or float out of range, a float a narrower float would round) is never
+floored, truncated or wrapped: pyarrow's safe casts and `_exact_float` raise, and
+`ColumnPlan.conform` reports it as an `UnrepresentableValueError` naming the file and the
+column. A rewrite never changes a value, and a scan compares the values the file holds.
+
+`ColumnPlan.of(file_schema, targets, mode)` resolves once per file; `ColumnPlan.conform`
+converts each batch. Both are pure arrow: no IO.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from dvtool.errors import UnrepresentableValueError
 
 FIELD_ID = b"PARQUET:field_id"
 VARIANT_TYPE = pa.struct(
@@ -75,12 +86,14 @@ class ColumnPlan:
     """How one file's top-level columns map to the target fields.
 
     `sources[i]` is the name of the file column holding `targets[i]`, or None when the file
-    lacks it. `by_id`: nested struct fields are resolved by field id too.
+    lacks it. `by_id`: nested struct fields are resolved by field id too. `location`: the
+    file, for the errors of `conform`.
     """
 
     targets: tuple[pa.Field, ...]
     sources: tuple[str | None, ...]
     by_id: bool
+    location: str = ""
 
     @classmethod
     def of(
@@ -89,8 +102,10 @@ class ColumnPlan:
         targets: Sequence[pa.Field],
         mode: str,
         by_name: frozenset[str] = frozenset(),
+        location: str = "",
     ) -> ColumnPlan:
-        """Resolve `targets` (physical fields, with field ids in `id`/`name` mode) in a file.
+        """Resolve `targets` (physical fields, with field ids in `id`/`name` mode) in a file
+        (`location`, named by the errors of `conform`).
 
         Field ids are used in `id` mode when the file has any; targets named in `by_name`
         (columns outside the schema, such as row tracking's hidden columns) are always found
@@ -102,7 +117,7 @@ class ColumnPlan:
         for target in targets:
             index = _find(fields, target, by_id and target.name not in by_name)
             sources.append(None if index is None else fields[index].name)
-        return cls(tuple(targets), tuple(sources), by_id)
+        return cls(tuple(targets), tuple(sources), by_id, location)
 
     @property
     def file_columns(self) -> list[str]:
@@ -110,23 +125,41 @@ class ColumnPlan:
         return list(dict.fromkeys(s for s in self.sources if s is not None))
 
     def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """`batch` (read from the file) as the target columns, converted (module doc)."""
+        """`batch` (read from the file) as the target columns, converted exactly (module
+        doc); `UnrepresentableValueError` for a value a target type cannot hold."""
         arrays, fields = [], []
         for target, source in zip(self.targets, self.sources, strict=True):
             if source is None or source not in batch.schema.names:
                 array = pa.nulls(batch.num_rows, target.type)
             else:
-                array = conform_array(batch.column(source), target.type, self.by_id)
+                column = batch.column(source)
+                try:
+                    array = conform_array(column, target.type, self.by_id)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                    raise self._unrepresentable(source, column.type, target.type, e) from None
             arrays.append(array)
             fields.append(
                 target if array.type.equals(target.type) else target.with_type(array.type)
             )
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
+    def _unrepresentable(
+        self, column: str, source: pa.DataType, target: pa.DataType, error: Exception
+    ) -> UnrepresentableValueError:
+        where = self.location or "a data file"
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return UnrepresentableValueError(
+            f"column {column} of {where} holds a value the table's type cannot hold exactly "
+            f"({source} as {target}): {detail}",
+            hint="dvtool never changes a value when it reads or rewrites a file: rewrite the "
+            "file with its writer so that it holds the table's type.",
+        )
+
 
 def conform_array(array: pa.Array, target: pa.DataType, by_id: bool = False) -> pa.Array:
-    """`array` converted to `target` (see the module docstring); a variant target keeps the
-    file's own layout. Raises pyarrow errors for values the target cannot hold."""
+    """`array` converted exactly to `target` (see the module docstring); a variant target
+    keeps the file's own layout. Raises pyarrow errors (`ArrowInvalid`) for values the target
+    cannot hold exactly."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if array.type.equals(target):
@@ -147,7 +180,23 @@ def conform_array(array: pa.Array, target: pa.DataType, by_id: bool = False) -> 
         return _conform_timestamp(array, target)
     if array.type.equals(target):
         return array
-    return array.cast(target)
+    if pa.types.is_floating(array.type) and pa.types.is_floating(target):
+        return _exact_float(array, target)
+    return array.cast(target, safe=True)
+
+
+def _exact_float(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Floats as `target`; a narrower target (double as float) must hold each value as it
+    is (pyarrow's safe cast does not check floats: 0.1 would become 0.100000001)."""
+    result = array.cast(target, safe=True)
+    if target.bit_width >= array.type.bit_width:
+        return result
+    back = result.cast(array.type)
+    same = pc.or_kleene(pc.equal(back, array), pc.and_(pc.is_nan(back), pc.is_nan(array)))
+    if not pc.all(pc.fill_null(same, True)).as_py():
+        index = pc.index(same, False).as_py()
+        raise pa.ArrowInvalid(f"{array[index].as_py()!r} is not exactly a {target}")
+    return result
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -162,7 +211,7 @@ def _is_list(t: pa.DataType) -> bool:
 
 def _conform_struct(array: pa.Array, target: pa.StructType, by_id: bool) -> pa.Array:
     if not pa.types.is_struct(array.type):
-        return array.cast(target)
+        return array.cast(target, safe=True)
     source_fields = [array.type.field(i) for i in range(array.type.num_fields)]
     children = []
     for i in range(target.num_fields):
@@ -185,7 +234,7 @@ def _conform_struct(array: pa.Array, target: pa.StructType, by_id: bool) -> pa.A
 def _conform_list(array: pa.Array, target: pa.DataType, by_id: bool) -> pa.Array:
     element = target.value_type
     if not _is_list(array.type):
-        return array.cast(target)
+        return array.cast(target, safe=True)
     if pa.types.is_list_view(array.type) or pa.types.is_large_list_view(array.type):
         array = array.cast(pa.large_list(array.type.value_field))
     if pa.types.is_fixed_size_list(array.type):
@@ -201,7 +250,7 @@ def _conform_list(array: pa.Array, target: pa.DataType, by_id: bool) -> pa.Array
 
 def _conform_map(array: pa.Array, target: pa.MapType, by_id: bool) -> pa.Array:
     if not pa.types.is_map(array.type):
-        return array.cast(target)
+        return array.cast(target, safe=True)
     entries = array.values
     start = array.offsets[0].as_py()
     end = array.offsets[len(array)].as_py()
@@ -222,10 +271,11 @@ def _conform_map(array: pa.Array, target: pa.MapType, by_id: bool) -> pa.Array:
 
 
 def _conform_timestamp(array: pa.Array, target: pa.TimestampType) -> pa.Array:
-    """Timestamps in any unit as `target`: finer units floored (INT96 nanoseconds become
-    microseconds as Spark reads them); a zone-less file column is taken as UTC."""
-    units = ["s", "ms", "us", "ns"]
-    if units.index(array.type.unit) > units.index(target.unit):
-        names = {"s": "second", "ms": "millisecond", "us": "microsecond"}
-        array = pc.floor_temporal(array, unit=names[target.unit])
-    return array.cast(target)
+    """Timestamps in any unit as `target`, exactly; a zone-less file column is taken as UTC.
+
+    A safe cast: nanoseconds below a microsecond, or a value beyond the range of a finer
+    unit, raise `ArrowInvalid` instead of being floored or wrapped (Delta readers disagree
+    on such values: Spark floors, arrow-rs truncates towards zero). INT96 timestamps are
+    microseconds already (`dvtool.data_files.reading`), read as Spark reads them.
+    """
+    return array.cast(target, safe=True)

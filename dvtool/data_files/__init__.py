@@ -1,7 +1,8 @@
 """Parquet data files of a table, through the storage layer: reading them and writing them.
 
-- `reading`: opening a file (footer read once), footers alone (row count, column types),
-  and record batches row group by row group with the file index of their first row;
+- `reading`: opening a file (footer read once; INT96 timestamps as microseconds, never
+  through nanoseconds), footers alone (row count, column types), and record batches row
+  group by row group with the file index of their first row;
 - `footer_stats`: the column statistics in footers, per row group for scans that skip row
   groups, and as min/max of a file just written for its Delta statistics;
 - `writing`: `write_data_file` streams batches into a new uniquely named file, collecting
@@ -23,6 +24,7 @@ from dvtool.data_files.reading import (
     footer_row_count,
     iter_file_batches,
     open_parquet_file,
+    parquet_file,
     parquet_read_error,
 )
 from dvtool.data_files.writing import WrittenFile, data_file_name, write_data_file
@@ -36,6 +38,7 @@ __all__ = [
     "footer_row_count",
     "iter_file_batches",
     "open_parquet_file",
+    "parquet_file",
     "parquet_read_error",
     "row_group_stats",
     "write_data_file",

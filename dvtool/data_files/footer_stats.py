@@ -62,8 +62,8 @@ def row_group_stats(
     Keys are dotted physical column paths as in the parquet schema (`a`, `s.x`, and
     `l.list.element` inside lists). Values are python values typed by the column's logical
     type (int, float, str, bytes, bool, Decimal, date, datetime). A column without
-    statistics is left out of `null_count`; one without valid min/max (or with a NaN bound)
-    is left out of `min` and `max`.
+    statistics is left out of `null_count`; one without valid min/max (or with a NaN bound,
+    or of INT96 timestamps, whose order is undefined) is left out of `min` and `max`.
     """
     if parquet is None:
         with open_parquet_file(storage, location) as opened:
@@ -86,8 +86,8 @@ def row_group_stats(
             path = chunk.path_in_schema
             if stats.has_null_count:
                 nulls[path] = int(stats.null_count)
-            if not stats.has_min_max:
-                continue
+            if not stats.has_min_max or chunk.physical_type == "INT96":
+                continue  # INT96 has no defined order (PARQUET-1065): its min/max mean nothing
             try:
                 low, high = _min_max(stats, timestamps.get(c))
             except (ValueError, pa.ArrowException):

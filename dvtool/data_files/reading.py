@@ -6,6 +6,14 @@
 - `iter_file_batches`: a file's record batches row group by row group, each with the index
   of its first row in the file (so callers know physical row indexes, as DVs need).
 
+Every parquet file is opened by `parquet_file`, which reads INT96 timestamps (Spark's and
+Hive's legacy encoding: Julian day and nanoseconds of the day) straight to microseconds, as
+Spark does: pyarrow's default goes through int64 nanoseconds, whose range (1677-09-21 to
+2262-04-11) wraps the 0001-01-01 and 9999-12-31 that slowly changing dimension tables keep
+as open ends (9999-12-31 read as 1816-03-29). Microseconds hold 0001-01-01..9999-12-31
+exactly; nanoseconds below a microsecond are floored, as Spark reads them (Spark itself
+writes whole microseconds).
+
 Errors are classified once here (`parquet_read_error`): an I/O failure is a `StorageError`
 (retry, check the store), a file that is not valid parquet a `DataFileError` (the table's
 integrity is at stake).
@@ -15,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,20 +34,31 @@ if TYPE_CHECKING:
     from dvtool.storage.data_file_storage import DataFileStorage
 
 __all__ = [
+    "INT96_UNIT",
     "footer_column_types",
     "footer_row_count",
     "iter_file_batches",
     "open_parquet_file",
+    "parquet_file",
     "parquet_read_error",
     "row_group_starts",
 ]
+
+# The unit INT96 timestamps are read in (see the module docstring): Delta's own unit.
+INT96_UNIT = "us"
+
+
+def parquet_file(source: Any) -> pq.ParquetFile:
+    """`source` (a path or a seekable file) as a `ParquetFile` whose INT96 timestamps read
+    as microseconds (module docstring); the one way dvtool opens a data file."""
+    return pq.ParquetFile(source, coerce_int96_timestamp_unit=INT96_UNIT)
 
 
 def footer_row_count(storage: DataFileStorage, location: str) -> int:
     """The row count in a parquet file's footer (reads the footer only)."""
     try:
         with storage.open_parquet(location) as source:
-            return int(pq.ParquetFile(source).metadata.num_rows)
+            return int(parquet_file(source).metadata.num_rows)
     except FileMissingError:
         raise
     except (OSError, pa.ArrowException) as e:
@@ -53,7 +72,7 @@ def footer_column_types(
     `names` ("" for a column the file lacks); reads the footer only."""
     try:
         with storage.open_parquet(location) as source:
-            schema = pq.ParquetFile(source).schema_arrow
+            schema = parquet_file(source).schema_arrow
     except FileMissingError:
         raise
     except (OSError, pa.ArrowException) as e:
@@ -66,7 +85,7 @@ def open_parquet_file(storage: DataFileStorage, location: str) -> Iterator[pq.Pa
     """One open parquet file (footer read once) for `row_group_stats` and `iter_file_batches`."""
     try:
         with storage.open_parquet(location) as source:
-            yield pq.ParquetFile(source)
+            yield parquet_file(source)
     except DvtoolError:
         raise
     except (OSError, pa.ArrowException) as e:

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files.footer_stats import footer_statistics, read_back_statistics
 from dvtool.data_files.publish import BackgroundSync, publish_local, publish_remote
+from dvtool.data_files.reading import parquet_file
 from dvtool.errors import DvtoolError, StorageError
 from dvtool.storage.locations import encode_for_log
 
@@ -164,7 +165,7 @@ def _write_parquet_file(
     missing = footer_statistics(collected[0], schema, stats, footer) if footer else []
     if missing:
         with pa.OSFile(path, "rb") as source:
-            read_back_statistics(pq.ParquetFile(source), stats, missing)
+            read_back_statistics(parquet_file(source), stats, missing)
     return rows
 
 

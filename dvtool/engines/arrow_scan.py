@@ -8,8 +8,9 @@ deletes.
 
 Each file's columns are resolved and conformed to the table's current physical schema
 (`dvtool.core.file_schema`: field ids in id mode, other writers' arrow types, type widening)
-before the predicate sees them; row-group statistics are used only for columns the file
-holds under the table's own physical name.
+before the predicate sees them (exactly: INT96 timestamps read as microseconds, a value the
+table's type cannot hold is an error, never a wrapped one); row-group statistics are used
+only for columns the file holds under the table's own physical name.
 
 Files are scanned in groups (`scan_groups`): the batches read from the files of one group are
 filtered together, in one acero plan per `FILTER_ROWS` rows, not one per file. A plan costs
@@ -104,7 +105,8 @@ class FileScan:
         """The rows of `file` the predicate must see; rows that statistics prove to match
         go straight into `matched`."""
         with open_parquet_file(self.table.storage, file.location) as parquet:
-            plan = ColumnPlan.of(parquet.schema_arrow, self.columns, self.table.column_mapping_mode)
+            mode = self.table.column_mapping_mode
+            plan = ColumnPlan.of(parquet.schema_arrow, self.columns, mode, location=file.location)
             to_read = self._groups_to_read(file, parquet, plan, matched)
             if not to_read:
                 return

@@ -1,9 +1,11 @@
 """Rewriting data files: one bin of input files in, one new data file out.
 
 Both engines run `write_bin` (Spark on its executors), so this module needs only pyarrow and
-dvtool's own modules. For each input it streams the file's batches, conforms them to the
-table's current physical schema (`dvtool.core.file_schema`: field ids, other writers' arrow
-types, type widening), computes the preserved stable row IDs and commit versions where row
+dvtool's own modules. For each input it streams the file's batches (INT96 timestamps read as
+microseconds, `dvtool.data_files.reading`), conforms them exactly to the table's current
+physical schema (`dvtool.core.file_schema`: field ids, other writers' arrow types, type
+widening; a value the table's type cannot hold is an `UnrepresentableValueError`, never a
+changed value), computes the preserved stable row IDs and commit versions where row
 tracking is enabled, takes the rows its DV keeps (bitmap operations on the batch's row range,
 then one `take`), adds the partition columns where the table materializes them, and writes
 the result with `write_data_file`: the codec the table names, else the first input's. The
@@ -195,7 +197,11 @@ def conformed_batches(
         if on_open is not None:
             on_open(parquet)
         plan = ColumnPlan.of(
-            parquet.schema_arrow, targets, table.column_mapping_mode, frozenset(hidden)
+            parquet.schema_arrow,
+            targets,
+            table.column_mapping_mode,
+            frozenset(hidden),
+            location=source.location,
         )
         batches = iter_file_batches(
             table.storage, source.location, columns=plan.file_columns, parquet=parquet

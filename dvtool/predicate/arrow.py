@@ -11,8 +11,11 @@ where it is TRUE (`Table.filter` drops NULL). Beyond arrow's defaults this needs
   Spark's ARITHMETIC_OVERFLOW error;
 - LIKE translated to an anchored RE2 regex with `.` matching newlines, as Spark does;
 - every column reference cast to its table type, so partition columns materialized as
-  `int64` or `large_string`, dictionary-encoded strings and INT96 (nanosecond) timestamps
-  all compare correctly.
+  `int64` or `large_string`, dictionary-encoded strings and timestamps in other units all
+  compare correctly; the cast is a safe one, so a value the table's type cannot hold (a
+  nanosecond remainder, an integer out of range) fails instead of comparing as a wrapped
+  or truncated value (the engines hand over columns conformed exactly already:
+  `dvtool.core.file_schema`, INT96 read as microseconds).
 
 Nothing here imports pandas, which pyarrow does (when it is installed, 0.1-0.2 s) the first
 time it converts a Python object: every constant is a pyarrow scalar built by
@@ -198,7 +201,7 @@ class ArrowVisitor(Visitor[pc.Expression]):
 
     def visit_column(self, node: Column) -> pc.Expression:
         field = pc.field(*node.physical)
-        return field.cast(to_arrow(node.type), safe=False) if is_atomic(node.type) else field
+        return field.cast(to_arrow(node.type), safe=True) if is_atomic(node.type) else field
 
     def visit_literal(self, node: Literal) -> pc.Expression:
         return constant(node.value, to_arrow(node.type))

@@ -76,7 +76,9 @@ def quote_string(value: str) -> str:
 
 
 def _timestamp_text(value: datetime) -> str:
-    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    """`YYYY-MM-DD HH:MM:SS[.ffffff]`, the year zero-padded to 4 digits (strftime's `%Y`
+    gives `1-01-01` for year 1 on glibc, which Spark refuses)."""
+    text = f"{value.year:04d}-" + value.strftime("%m-%d %H:%M:%S")
     return text + (f".{value.microsecond:06d}" if value.microsecond else "")
 
 

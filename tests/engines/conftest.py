@@ -1,10 +1,12 @@
 """Fixtures for the Spark engine tests: Spark servers on 127.0.0.1, stopped by process id.
 
 The helpers live in spark_cluster.py; pyspark is imported only when a fixture is used.
-`spark_standalone` and `spark_connect` give the workers this venv's interpreter and the
-repository; `stock_standalone` and `stock_connect` (one per module) give them the stock
-interpreter of stock_python.py (pyarrow, pandas, numpy only), as on a real cluster, and
-check with a Spark job that the executors really run it and cannot import dvtool.
+`spark_engine` is one local SparkEngine per module (its session created by the first call,
+stopped after the module's tests). `spark_standalone` and `spark_connect` give the workers
+this venv's interpreter and the repository; `stock_standalone` and `stock_connect` (one per
+module) give them the stock interpreter of stock_python.py (pyarrow, pandas, numpy only), as
+on a real cluster, and check with a Spark job that the executors really run it and cannot
+import dvtool.
 """
 
 from __future__ import annotations
@@ -18,7 +20,22 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dvtool.engines.spark import SparkEngine
     from tests.engines.spark_cluster import Server
+
+
+@pytest.fixture(scope="module")
+def spark_engine() -> Iterator[SparkEngine]:
+    """The module's one local Spark session (created lazily by the first call)."""
+    from dvtool.engines import SparkSettings
+    from dvtool.engines.spark import SparkEngine
+    from tests.engines.spark_cluster import DRIVER_CONF
+
+    spark = SparkEngine(SparkSettings(master="local[2]", conf=DRIVER_CONF))
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 @pytest.fixture

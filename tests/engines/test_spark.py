@@ -20,7 +20,7 @@ import json
 import os
 import posixpath
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -79,13 +79,9 @@ MAPPED_PREDICATES = [
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[SparkEngine]:
-    """The module's one local Spark session (created lazily by the first call)."""
-    spark = SparkEngine(SparkSettings(master="local[2]", conf=DRIVER_CONF))
-    try:
-        yield spark
-    finally:
-        spark.stop()
+def engine(spark_engine: SparkEngine) -> SparkEngine:
+    """The module's one local Spark session (`spark_engine` of conftest.py)."""
+    return spark_engine
 
 
 def _rows(k: int) -> list[dict[str, Any]]:

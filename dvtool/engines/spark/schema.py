@@ -111,12 +111,24 @@ def _field_id_metadata(f: StructField, mode: str, logical: bool) -> dict[str, An
     return {"parquet.field.id": f.field_id}
 
 
+# Dates and timestamps of files no Spark wrote (no `org.apache.spark.version` in the footer)
+# read as they are, in the proleptic Gregorian calendar, as pyarrow reads them for the arrow
+# engine and for every rewrite; Spark 3.x's default (EXCEPTION) fails on INT96 timestamps
+# before 1900 and dates before 1582, e.g. the 0001-01-01 of slowly changing dimensions.
+# Files Spark wrote carry their calendar in the footer, which Spark follows whatever these say.
+_CALENDAR_CONF = {
+    "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+}
+
+
 def scan_conf(table: TableLayout) -> dict[str, str]:
-    """SQL confs a scan of `table` needs: reading by parquet field id in `id` mode. A file
+    """SQL confs a scan of `table` needs: the calendar of other writers' dates and
+    timestamps (`_CALENDAR_CONF`), and reading by parquet field id in `id` mode. A file
     without field ids then fails the scan (Spark's `ignoreMissing` would read NULLs)."""
     if table.column_mapping_mode != "id":
-        return {}
-    return {"spark.sql.parquet.fieldId.read.enabled": "true"}
+        return dict(_CALENDAR_CONF)
+    return {**_CALENDAR_CONF, "spark.sql.parquet.fieldId.read.enabled": "true"}
 
 
 def _data_fields(table: TableLayout) -> list[StructField]:
