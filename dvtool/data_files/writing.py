@@ -24,6 +24,7 @@ from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files.footer_stats import footer_statistics, read_back_statistics
 from dvtool.data_files.publish import BackgroundSync, publish_local, publish_remote
 from dvtool.errors import DvtoolError, StorageError
+from dvtool.storage.failures import storage_error
 from dvtool.storage.locations import encode_for_log
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def write_data_file(
     except DvtoolError:
         raise
     except OSError as e:  # arrow's IO errors are OSErrors; bad data stays a ValueError
-        raise StorageError(f"cannot write the data file {location}: {e}") from e
+        raise storage_error("write the data file", location, e) from e
     info = storage.info(location)
     if info is None:
         raise StorageError(f"the data file {location} is missing right after it was written")
