@@ -202,11 +202,11 @@ def optimize(
     With `purge`, files with deletion vectors are rewritten without their deleted rows
     (only those whose deleted ratio is at least `min_deleted_ratio`, 0..1, if given);
     otherwise small files are compacted towards `target_size` bytes (default the table's
-    `delta.targetFileSize`, else 256 MiB). `where` restricts the work to partitions (a
-    predicate on partition columns only). `dry_run` plans and writes nothing. `spark` is a
-    SparkSession to rewrite on, kept running; None rewrites in-process. Returns the
-    `OptimizeResult`: `versions` the committed versions, `bins` the planned output files,
-    `metrics` Delta's operation metrics.
+    `delta.targetFileSize`, else 256 MiB; with `purge` it is a UsageError). `where`
+    restricts the work to partitions (a predicate on partition columns only). `dry_run`
+    plans and writes nothing. `spark` is a SparkSession to rewrite on, kept running; None
+    rewrites in-process. Returns the `OptimizeResult`: `versions` the committed versions,
+    `bins` the planned output files, `metrics` Delta's operation metrics.
     """
     from dvtool.commands.optimize import OptimizeRequest, run_optimize
 

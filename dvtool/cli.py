@@ -10,6 +10,7 @@ with the traceback shown under `-v`.
 from __future__ import annotations
 
 import os
+import shlex
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import click
 
 from dvtool import __version__, interrupts
+from dvtool.cli_options import TABLE_META
 from dvtool.errors import DvtoolError, exit_code_of
 
 COMPLETE_VAR = "_DVTOOL_COMPLETE"  # as dvtool.shell_completion, without importing it
@@ -46,10 +48,11 @@ class DvtoolGroup(click.Group):
         ctx.meta["dvtool.argv"] = list(args)
         try:
             return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `dvtool` alone: click prints the help
         except click.UsageError as e:
-            if _json_requested(ctx):
-                _report_json(_error_json("usage", e.format_message(), None))
-            raise
+            _report_usage(ctx, e)
+            ctx.exit(exit_code_of("usage"))
 
     def invoke(self, ctx: click.Context) -> Any:
         with interrupts.command_scope():
@@ -72,14 +75,16 @@ class DvtoolGroup(click.Group):
         try:
             raise error
         except DvtoolError as e:
+            e.with_fallback_hint(_command(ctx), _table(ctx))
             _report(ctx, str(e), e, e.to_json())
             ctx.exit(e.exit_code)
         except click.exceptions.Exit:
             raise
-        except click.UsageError as e:
-            if _json_requested(ctx):
-                _report_json(_error_json("usage", e.format_message(), None))
+        except click.exceptions.NoArgsIsHelpError:
             raise
+        except click.UsageError as e:
+            _report_usage(ctx, e)
+            ctx.exit(exit_code_of("usage"))
         except (click.ClickException, click.exceptions.Abort):
             raise
         except KeyboardInterrupt as e:
@@ -109,6 +114,34 @@ def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:
         seen.add(id(current))
         current = current.__cause__
     return None
+
+
+def _report_usage(ctx: click.Context, error: click.UsageError) -> None:
+    """click's usage errors (a bad option value, a missing argument, an unknown option) as
+    every other error: one line saying what and where, one saying what to do, exit 2.
+
+    click's own report is a four-line block (usage, "Try --help", blank line, error). An
+    error that already says what to do carries `hint = None` (`cli_options.OptionHintError`).
+    """
+    message = error.format_message()
+    message = message[:1].lower() + message[1:]
+    path = error.ctx.command_path if error.ctx is not None else _command(ctx)
+    hint = getattr(error, "hint", f"See `{path} --help` for its arguments and options.")
+    _report(
+        ctx, f"{message}\n{hint}" if hint else message, error, _error_json("usage", message, hint)
+    )
+
+
+def _command(ctx: click.Context) -> str:
+    """The command the user ran, e.g. `dvtool optimize` (for hints)."""
+    sub = ctx.invoked_subcommand
+    return f"{ctx.command_path} {sub}" if sub else ctx.command_path
+
+
+def _table(ctx: click.Context) -> str:
+    """The TABLE argument as the user typed it, quoted for a shell (`TABLE` if none)."""
+    table = ctx.meta.get(TABLE_META)
+    return shlex.quote(table) if isinstance(table, str) else "TABLE"
 
 
 def _stopped_message(error: KeyboardInterrupt) -> tuple[str, str]:
@@ -164,7 +197,7 @@ def _report(
     Renderer().error(message)
     if _verbose(ctx):
         traceback.print_exception(type(error), error, error.__traceback__)
-    elif not isinstance(error, (DvtoolError, KeyboardInterrupt)):
+    elif not isinstance(error, (DvtoolError, KeyboardInterrupt, click.UsageError)):
         click.echo("Run with -v for the traceback.", err=True)
 
 

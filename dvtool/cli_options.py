@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 EngineFactory = Callable[[int], "Engine"]
 
+# Where `table_options` leaves the TABLE argument as typed (`ctx.meta`, shared by the group
+# and its subcommand), for the CLI's error hints (`dvtool inspect TABLE --verify`).
+TABLE_META = "dvtool.table"
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -65,6 +69,40 @@ class SizeParam(click.ParamType):  # type: ignore[type-arg]
         return size
 
 
+class OptionHintError(click.BadParameter):
+    """A bad option value whose message already says what to do: the CLI prints it as one
+    line, without the usual `--help` hint."""
+
+    hint: str | None = None
+
+
+class HistoryParam(click.ParamType):  # type: ignore[type-arg]
+    """`inspect --history [N]`: a number of commits, at least 1.
+
+    Its value is optional, so `dvtool inspect --history TABLE` takes TABLE for N; the error
+    then says to put TABLE first rather than that a path is not an integer.
+    """
+
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                raise OptionHintError(
+                    f"{value!r} is not a number of commits; put TABLE first: "
+                    "dvtool inspect TABLE --history [N]",
+                    ctx,
+                    param,
+                ) from None
+        if number < 1:
+            self.fail(f"{number} is not a number of commits (1 or more)", param, ctx)
+        return number
+
+
 def storage_options_option(fn: F) -> F:
     """`--storage-option KEY=VALUE`, repeatable; the command receives `storage_options`, the
     values as given (`parse_storage_options` makes them a dict)."""
@@ -90,6 +128,8 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def opened(*args: Any, table: str, storage_options: Sequence[str], **kwargs: Any) -> Any:
         from dvtool.log.reader import open_log
+
+        click.get_current_context().meta[TABLE_META] = table
 
         return fn(*args, log=open_log(table, parse_storage_options(storage_options)), **kwargs)
 

@@ -2,9 +2,14 @@
 
 Every error a user can cause or meet (bad arguments, a missing table, a corrupt log or
 deletion vector, an unsupported table feature) is a `DvtoolError`. The CLI prints its message
-(one or two lines: what is wrong, where, what to do) and exits with `exit_code`, without a
+(two lines: what is wrong and where, then what to do) and exits with `exit_code`, without a
 traceback; with `--json` it also prints `{"error": {"code", "kind", "message", "hint"}}`.
 Anything else that escapes a command is a bug and is reported as an internal error.
+
+The raise site knows best what to do and gives the hint where it can; an error raised
+without one gets its class's `fallback_hint` from the CLI (`with_fallback_hint`), so no
+error reaches a user without a "what to do". Those name the command and the table the user
+typed, which only the CLI knows.
 
 `EXIT_CODES` is the one table of exit codes (README.md's "Exit codes" shows it): each kind
 of error has its own, so a CI job can tell "run it again" from "fix the table".
@@ -81,11 +86,23 @@ def exception_text(error: BaseException) -> str:
     return str(error)
 
 
+# What to do about damage to a table (a missing data file, a corrupt deletion vector):
+# `inspect --verify` finds all of it, and the files or the table's state must be brought back.
+DAMAGE_HINT = (
+    "The table is damaged: `dvtool inspect {table} --verify` lists every damaged file; "
+    "restore them from a backup, or restore the table to a version before the damage "
+    "(`dvtool restore {table} --version N`)."
+)
+
+
 class DvtoolError(Exception):
     """An error with a message meant for the user, its kind and the process exit code."""
 
     kind = "error"
     exit_code = exit_code_of(kind)
+    # What to do, for an error raised without a hint; `{command}` and `{table}` are filled in
+    # by `with_fallback_hint` (e.g. `dvtool optimize` and the TABLE argument).
+    fallback_hint = "Run the command again with -v to see more."
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -95,6 +112,17 @@ class DvtoolError(Exception):
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         cls.exit_code = exit_code_of(cls.kind)
+
+    def with_fallback_hint(
+        self, command: str = "dvtool COMMAND", table: str = "TABLE"
+    ) -> DvtoolError:
+        """Give the error its class's `fallback_hint` if it has no hint; returns self.
+
+        `command` and `table` are what the user typed (`dvtool delete`, the table path).
+        """
+        if not self.hint:
+            self.hint = self.fallback_hint.format(command=command, table=table)
+        return self
 
     def to_json(self) -> dict[str, object]:
         """The `error` object of `--json` output."""
@@ -115,12 +143,17 @@ class UsageError(DvtoolError):
     """A command-line argument or option value is invalid."""
 
     kind = "usage"
+    fallback_hint = "See `{command} --help` for its arguments and options."
 
 
 class StorageError(DvtoolError):
     """The storage layer could not read, list or write a file."""
 
     kind = "storage"
+    fallback_hint = (
+        "Check that the storage is reachable and that these credentials may read and write "
+        "{table}, then run the command again."
+    )
 
 
 class CommitOutcomeUnknownError(StorageError):
@@ -134,9 +167,13 @@ class FileMissingError(StorageError):
     """A file the operation needs does not exist."""
 
     kind = "not-found"
+    fallback_hint = (
+        "Check the path; if the table's log names the file, the table is damaged: "
+        "`dvtool inspect {table} --verify` lists the missing files."
+    )
 
-    def __init__(self, location: str, message: str | None = None) -> None:
-        super().__init__(message or f"file not found: {location}")
+    def __init__(self, location: str, message: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message or f"file not found: {location}", hint)
         self.location = location
 
 
@@ -144,18 +181,24 @@ class TableNotFoundError(DvtoolError):
     """The location holds no Delta table (no `_delta_log` with a commit or checkpoint)."""
 
     kind = "not-found"
+    fallback_hint = "Check the table path (it must be the directory that holds _delta_log)."
 
 
 class LogError(DvtoolError):
     """The Delta log is malformed, incomplete or inconsistent."""
 
     kind = "integrity"
+    fallback_hint = (
+        "The table's log is damaged: restore the named log file from a backup (or have the "
+        "writer that wrote it repair it); dvtool does not change a table it cannot read."
+    )
 
 
 class DataFileError(DvtoolError):
     """A data file the log names is not a valid parquet file (corrupt or truncated)."""
 
     kind = "integrity"
+    fallback_hint = DAMAGE_HINT
 
 
 class UnrepresentableValueError(DvtoolError):
@@ -177,12 +220,17 @@ class VersionNotFoundError(LogError):
     """The version or timestamp asked for is not in the table's history (not corruption)."""
 
     kind = "not-found"
+    fallback_hint = "`dvtool inspect {table} --history` lists the versions the log holds."
 
 
 class UnsupportedFeatureError(DvtoolError):
     """The table needs a protocol feature dvtool does not implement."""
 
     kind = "refused"
+    fallback_hint = (
+        "Maintain this table with an engine that implements the feature (Delta Spark, "
+        'delta-rs); README "Table features" lists what dvtool supports.'
+    )
 
 
 class DeletionVectorError(DvtoolError):
@@ -194,6 +242,7 @@ class DeletionVectorError(DvtoolError):
 
     kind = "integrity"
     problem = "invalid deletion vector"
+    fallback_hint = DAMAGE_HINT
 
     def __init__(
         self,
@@ -272,12 +321,17 @@ class CheckFailedError(DvtoolError):
     """A `--check` gate did not hold; CI scripts key on exit code 3."""
 
     kind = "check-failed"
+    fallback_hint = "Maintain the table (`dvtool maintain {table}`), or raise the gate's limit."
 
 
 class PredicateError(DvtoolError):
     """A `--where` predicate cannot be parsed, names unknown columns, or has a type error."""
 
     kind = "usage"
+    fallback_hint = (
+        "Fix the --where predicate: Spark SQL over the table's columns "
+        "(`dvtool inspect {table}` lists them)."
+    )
 
 
 class CommitConflictError(DvtoolError):
@@ -288,9 +342,11 @@ class CommitConflictError(DvtoolError):
     """
 
     kind = "conflict"
+    fallback_hint = "Run the command again: it plans from the table's new version."
 
 
 class WriteRefusedError(DvtoolError):
     """The table must not be written by this command (a feature, a property, the backend)."""
 
     kind = "refused"
+    fallback_hint = 'README "Table features" says what dvtool may do to such a table.'

@@ -180,7 +180,10 @@ class Renderer:
         """Rows as plain aligned lines, written as they come (a listing of 300,000 files
         never becomes one table in memory): every column but the last right-aligned to the
         widths of the first rows, the last as wide as it is. At most `limit` rows, then one
-        line saying how many were left out."""
+        line saying how many were left out. Nothing at all when there are no rows: a title
+        and a header over nothing read as a plan that lost its lines."""
+        if total == 0:
+            return
         shown = rows if self.limit is None else itertools.islice(rows, self.limit)
         out = self.console.file
         self.console.print(f"[bold]{escape(title)}[/]")

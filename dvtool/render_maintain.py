@@ -8,6 +8,8 @@ document is printed instead.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from dvtool.box_table import BoxTable, Column
@@ -109,12 +111,23 @@ def _what(step: str, result: dict[str, Any]) -> str:
 
 def _print_error(renderer: Renderer, table: TableOutcome) -> None:
     error = table.to_json()["error"] or {}
-    renderer.err.print(
-        f"[bold red]error:[/] {escape(table.location)}: {escape(str(error.get('message')))}",
-        soft_wrap=True,
-    )
+    message = str(error.get("message"))
+    # The table's location, unless the message names it already (a missing prefix did).
+    where = "" if _names(message, table.location) else f"{escape(table.location)}: "
+    renderer.err.print(f"[bold red]error:[/] {where}{escape(message)}", soft_wrap=True)
     if error.get("hint"):
         renderer.err.print(f"  {escape(str(error['hint']))}", soft_wrap=True)
+
+
+def _names(message: str, location: str) -> bool:
+    """Whether `message` names `location` as typed or, for a local path, as an absolute
+    path: as a whole path (`t` is not named by "table" but is by "/tmp/x/t:")."""
+    spellings = {location.rstrip("/")}
+    if "://" not in location:
+        spellings.add(os.path.abspath(location))
+    return any(
+        re.search(rf"(^|[\s/'\"]){re.escape(s)}($|[\s:;,'\"])", message) for s in spellings if s
+    )
 
 
 def _totals(result: MaintainResult) -> str:

@@ -21,8 +21,11 @@ def cli_runner(columns: int = 80) -> CliRunner:
 
 
 def run(*args: str | Path) -> Result:
-    """`dvtool ARGS` in-process; exceptions the CLI does not handle fail the test."""
-    return cli_runner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    """`dvtool ARGS` in-process, named `dvtool` as the console script is; exceptions the CLI
+    does not handle fail the test."""
+    return cli_runner().invoke(
+        cli, [str(a) for a in args], catch_exceptions=False, prog_name="dvtool"
+    )
 
 
 def all_output(result: Result) -> str:

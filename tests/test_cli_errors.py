@@ -7,15 +7,19 @@ and checked for its exit code, its one-line message on stderr and, with `--json`
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
 
-from dvtool.errors import EXIT_CODES
+from dvtool import interrupts
+from dvtool.errors import EXIT_CODES, DvtoolError
 from tests.cli_helpers import all_output, error_object, run
 from tests.oracles import GOLDEN
 
@@ -27,6 +31,16 @@ def _table(tmp_path: Path) -> Path:
     table = tmp_path / "t"
     shutil.copytree(GOLDEN / SMALL, table)
     return table
+
+
+def _corrupt_dv(table: Path) -> Path:
+    """Flip a byte of the table's DV file inside the DV's bytes (its checksum no longer
+    holds), as a bad disk or a truncated copy would."""
+    [dv_file] = table.glob("deletion_vector_*.bin")
+    data = bytearray(dv_file.read_bytes())
+    data[-8] ^= 0xFF
+    dv_file.write_bytes(bytes(data))
+    return dv_file
 
 
 def test_readme_documents_every_exit_code() -> None:
@@ -144,3 +158,119 @@ def test_without_verbose_no_traceback() -> None:
 def test_bad_sizes_are_usage_errors(args: list[str]) -> None:
     error = _json_error(*[str(GOLDEN / SMALL) if a == "TABLE" else a for a in args], kind="usage")
     assert "--target-size" in error["message"]
+
+
+# -- every kind: what, where, and what to do, in two lines --------------------------------------
+
+
+def _two_lines(result: Result) -> tuple[str, str]:
+    """The error report on stderr: exactly two lines, `error: WHAT (WHERE)` and the hint."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("error: "), result.stderr
+    return lines[0], lines[1]
+
+
+def _conflicting_delete(table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make a delete commit on `table` while a rewrite has written its files, as a writer in
+    another process would: the rewrite's inputs change under it."""
+    from dvtool import faults
+    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.log.reader import open_log
+
+    reached = faults.reached
+    done: list[bool] = []
+
+    def concurrent(step: str) -> None:
+        if step == "data-files-written" and not done:
+            done.append(True)
+            run_delete(open_log(str(table)), DeleteRequest("value = 5", "dv"))
+        reached(step)
+
+    monkeypatch.setattr(faults, "reached", concurrent)
+
+
+def _refuse_local_writes(monkeypatch: pytest.MonkeyPatch, code: int = errno.EROFS) -> None:
+    """Local writes fail with OSError `code` (default: as on a read-only mount): the OS
+    refuses to create dvtool's temp file, naming it. Simulated at the storage layer's own
+    `open`, because the tests run as root, for whom permission bits do not stop a write,
+    and mounting a read-only file system needs privileges a CI runner may lack (`chattr +i`
+    is tried in test_cli_error_cases.py)."""
+    from dvtool.storage import local_disk
+
+    def refuse(path: str, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "x" in mode or "w" in mode:
+            raise OSError(code, os.strerror(code), path)
+        return open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(local_disk, "open", refuse, raising=False)
+
+
+def _kind_case(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The command line that meets an error of `kind`, with what it needs set up."""
+    table = _table(tmp_path)
+    if kind == "error":
+        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(DvtoolError("boom")))
+    elif kind == "conflict":
+        _conflicting_delete(table, monkeypatch)
+        return ["optimize", str(table), "--purge"]
+    elif kind == "storage":
+        _refuse_local_writes(monkeypatch)
+        return ["delete", str(table), "--where", "value = 1"]
+    elif kind == "integrity":
+        _corrupt_dv(table)
+        return ["delete", str(table), "--where", "value = 1"]
+    elif kind == "refused":
+        return ["vacuum", str(table), "--retain", "0h"]
+    elif kind == "usage":
+        return ["optimize", str(table), "--target-size", "12xb"]
+    elif kind == "not-found":
+        return ["inspect", str(tmp_path / "nope")]
+    elif kind == "internal":
+        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(RuntimeError("boom")))
+    elif kind in ("interrupted", "terminated"):
+        stop = interrupts.Terminated() if kind == "terminated" else KeyboardInterrupt()
+        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(stop))
+    return ["inspect", str(table)]
+
+
+# kind -> words of the second line, the hint: what to do.
+WHAT_TO_DO = {
+    "error": "Run the command again with -v",
+    "usage": "See `dvtool optimize --help`",
+    "conflict": "run the command again",
+    "not-found": "Check the table path",
+    "integrity": "--verify` lists every damaged file",
+    "refused": "--force",
+    "storage": "a read-write mount",
+    "internal": "Run with -v for the traceback.",
+    "interrupted": "run the command again",
+    "terminated": "run the command again",
+}
+
+
+@pytest.mark.parametrize("kind", [k for k in EXIT_CODES if k not in ("ok", "check-failed")])
+def test_every_error_kind_says_what_to_do(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each error kind of EXIT_CODES, met through the CLI: its exit code, a first line that
+    says what and where, and a second line that says what to do (the JSON `hint`)."""
+    argv = _kind_case(kind, tmp_path, monkeypatch)
+    result = run(*argv)
+    assert result.exit_code == EXIT_CODES[kind][0], all_output(result)
+    _, hint = _two_lines(result)
+    assert WHAT_TO_DO[kind] in hint
+    assert "Traceback" not in all_output(result)
+
+
+def test_check_failed_says_which_gate_and_by_how_much() -> None:
+    """check-failed (3) is a result, not an error: the gate's line says what failed (its
+    value against its limit), and nothing is reported on stderr."""
+    result = run("inspect", GOLDEN / SMALL, "--check", "max-files=0")
+    assert result.exit_code == EXIT_CODES["check-failed"][0]
+    assert "check max-files: FAIL (actual 1, limit 0)" in result.stdout
+    assert result.stderr == ""
+
+
+def test_every_kind_is_covered() -> None:
+    assert set(WHAT_TO_DO) | {"ok", "check-failed"} == set(EXIT_CODES)

@@ -56,3 +56,22 @@ def test_fish_keeps_whole_descriptions() -> None:
     value_and_help = storage.split(",", 1)[1]  # what the shipped script does
     assert value_and_help.endswith('see README "Storage options". Repeatable.')
     assert "AWS_REGION, AWS_ENDPOINT_URL" in value_and_help
+
+
+@pytest.mark.parametrize(
+    ("shell", "words", "current"),
+    [
+        ("bash", "dvtool inspect t --check ", "4"),
+        ("zsh", "dvtool inspect t --check max-f", "4"),
+        ("fish", "dvtool inspect t --check max-f", "max-f"),
+    ],
+)
+def test_check_completes_the_gate_names(shell: str, words: str, current: str) -> None:
+    """`--check <TAB>` offers the gates (`max-deleted-ratio=`, ...), each ready for its limit."""
+    from dvtool.commands.inspect_checks import CHECK_NAMES
+
+    answers = "\n".join(_complete(shell, words, current))
+    wanted = [n for n in CHECK_NAMES if shell == "bash" or n.startswith("max-f")]
+    assert wanted and all(f"{name}=" in answers for name in wanted), answers
+    if shell != "bash":
+        assert "max-deleted-ratio=" not in answers

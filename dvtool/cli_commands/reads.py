@@ -9,6 +9,7 @@ import click
 
 from dvtool.cli_options import (
     EngineFactory,
+    HistoryParam,
     TimestampParam,
     engine_options,
     json_option,
@@ -17,6 +18,8 @@ from dvtool.cli_options import (
 )
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from dvtool.log.reader import DeltaLog
 
 
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 @click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
 @click.option(
     "--history",
-    type=click.IntRange(min=1),
+    type=HistoryParam(),
     is_flag=False,
     flag_value=20,
     default=None,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     "checks",
     multiple=True,
     metavar="NAME=LIMIT",
+    shell_complete=lambda ctx, param, incomplete: _complete_checks(incomplete),
     help="CI gate, e.g. max-deleted-ratio=0.2; exit 3 when any fails. Repeatable. max-* "
     "gates hold when the value is at most LIMIT: max-deleted-ratio, max-deleted-rows, "
     "max-dv-files, max-files-with-dvs, max-inline-dvs, max-files, max-files-without-stats, "
@@ -88,6 +92,16 @@ def inspect(
         result = run_inspect(log, request, progress)
     renderer.inspect(result)
     click.get_current_context().exit(result.exit_code)
+
+
+def _complete_checks(incomplete: str) -> list[CompletionItem]:
+    """`--check <TAB>`: the gate names that start with what is typed, each with the `=`
+    its limit follows (imported only when a shell asks)."""
+    from click.shell_completion import CompletionItem
+
+    from dvtool.commands.inspect_checks import CHECK_NAMES
+
+    return [CompletionItem(f"{name}=") for name in CHECK_NAMES if name.startswith(incomplete)]
 
 
 @click.command("generate-manifest")

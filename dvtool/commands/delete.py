@@ -31,6 +31,7 @@ from pyroaring import BitMap64
 
 from dvtool.commands.delete_write import Touched, write_files
 from dvtool.commands.result import CommandResult
+from dvtool.commands.table_damage import explain_damage
 from dvtool.core.actions import file_action_key
 from dvtool.core.conflicts import ReadSet
 from dvtool.core.deletion_vector import DeletionVectorDescriptor
@@ -160,7 +161,8 @@ def run_delete(
             chosen = engine_for(scan_bytes) if engine_for else ArrowEngine()
         return _execute(log, plan, request, chosen, progress, written)
 
-    outcome = commit_transaction(log, prepare, plans=MAX_REPLANS)
+    with explain_damage(log.storage.root):
+        outcome = commit_transaction(log, prepare, plans=MAX_REPLANS)
     result = replace(outcome.value, attempts=outcome.plans)
     if outcome.commit is None:
         return result

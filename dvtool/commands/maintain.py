@@ -25,6 +25,7 @@ code is the worst of the tables' (by `dvtool.errors.SEVERITY`); skipped work is 
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,7 +162,9 @@ def _error_json(table: TableOutcome) -> dict[str, Any] | None:
             "message": f"internal error, please report: {type(e).__name__}: {e}",
             "hint": "Run with -v for the traceback.",
         }
-    return table.error.to_json() if table.error is not None else None
+    if table.error is None:
+        return None
+    return table.error.with_fallback_hint("dvtool maintain", shlex.quote(table.location)).to_json()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from dvtool.commands.optimize_plan import (
     PlannedBin,
 )
 from dvtool.commands.result import CommandResult
+from dvtool.commands.table_damage import explain_damage
 from dvtool.core import arrow_values
 from dvtool.core.actions import file_action_key
 from dvtool.core.commit import remove_actions_for_adds
@@ -102,17 +103,18 @@ def run_optimize(
     require_writable(snapshot.protocol, snapshot.metadata, command, snapshot.schema)
     snapshot.require_paths_live_once(operation)
     store = DVStore(log.storage)
-    candidates = plan.candidates(log, snapshot, request, store)
-    bins = plan.bins(log, snapshot, request, candidates)
-    planned = [plan.planned_bin(b, members) for b, members in bins]
-    input_bytes = sum(p.input_bytes for p in planned)
-    engine = engine_for(input_bytes)
-    if request.dry_run or not bins:
-        metrics = _metrics(planned, [], [])
-        return OptimizeResult(
-            operation, snapshot.version, request.dry_run, engine.name, [], planned, metrics
-        )
-    return _execute(log, snapshot, request, operation, engine, bins, planned, progress)
+    with explain_damage(log.storage.root):
+        candidates = plan.candidates(log, snapshot, request, store)
+        bins = plan.bins(log, snapshot, request, candidates)
+        planned = [plan.planned_bin(b, members) for b, members in bins]
+        input_bytes = sum(p.input_bytes for p in planned)
+        engine = engine_for(input_bytes)
+        if request.dry_run or not bins:
+            metrics = _metrics(planned, [], [])
+            return OptimizeResult(
+                operation, snapshot.version, request.dry_run, engine.name, [], planned, metrics
+            )
+        return _execute(log, snapshot, request, operation, engine, bins, planned, progress)
 
 
 def _check_request(request: OptimizeRequest) -> None:
@@ -121,6 +123,12 @@ def _check_request(request: OptimizeRequest) -> None:
         raise UsageError(f"--min-deleted-ratio must be between 0 and 1, not {ratio}")
     if ratio is not None and not request.purge:
         raise UsageError("--min-deleted-ratio applies to --purge only")
+    if request.target_size is not None and request.purge:
+        raise UsageError(
+            "--target-size applies to compaction; --purge rewrites each file with a deletion "
+            "vector as one file, as Delta's REORG ... APPLY (PURGE) does",
+            hint="Drop --target-size to purge, or run optimize without --purge to compact.",
+        )
     if request.target_size is not None and request.target_size <= 0:
         raise UsageError(f"--target-size must be positive, not {request.target_size}")
     if request.batch_size is not None and request.batch_size <= 0:

@@ -362,14 +362,16 @@ def _refusals(features: frozenset[str], cmd: Command, metadata: Metadata) -> dic
 
 
 def _property_hint(reason: str) -> str:
+    # dvtool never changes table properties: what it can do, or who else must act.
     if "append-only" in reason:
         return (
-            "Unset the property (ALTER TABLE ... SET TBLPROPERTIES "
-            "('delta.appendOnly'='false')) if rows may be deleted."
+            "dvtool deletes no rows from an append-only table (optimize, vacuum and checkpoint "
+            "still work); if rows may be deleted, the table's owner must set "
+            "delta.appendOnly=false with their engine (Spark, delta-rs)."
         )
     return (
-        "Delete with --mode cow (rewrites files instead of writing deletion vectors), or "
-        "unset the property if the table no longer needs it."
+        "Delete with --mode cow (rewrites files instead of writing deletion vectors), or have "
+        "the table's owner unset the property with their engine if the table no longer needs it."
     )
 
 

@@ -154,7 +154,8 @@ def _bad_property(key: str, value: object, expected: str) -> WriteRefusedError:
     shown = str(value) if len(str(value)) <= 60 else f"{str(value)[:57]}..."
     return WriteRefusedError(
         f"log cleanup refused: the table property {key} is {shown!r}, not {expected}",
-        hint=f"Fix {key} (ALTER TABLE ... SET TBLPROPERTIES), then run the cleanup again.",
+        hint=f"dvtool does not change table properties: the table's owner must fix {key} "
+        "with their engine (Spark, delta-rs), then run the cleanup again.",
     )
 
 

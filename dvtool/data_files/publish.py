@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from dvtool.errors import StorageError
+from dvtool.storage.failures import storage_error
 
 if TYPE_CHECKING:
     from dvtool.storage.data_file_storage import DataFileStorage
@@ -98,8 +99,8 @@ class BackgroundSync:
                 job.result()
             except OSError as e:
                 if self._failed is None:
-                    message = f"cannot make the data file {path} durable (fsync): {e}"
-                    self._failed = StorageError(message)
+                    what = f"cannot make the data file {path} durable (fsync)"
+                    self._failed = storage_error("fsync", path, e, what)
         if self._failed is not None:
             raise self._failed
 

@@ -25,6 +25,7 @@ from dvtool.data_files.footer_stats import footer_statistics, read_back_statisti
 from dvtool.data_files.publish import BackgroundSync, publish_local, publish_remote
 from dvtool.data_files.reading import parquet_file
 from dvtool.errors import DvtoolError, StorageError
+from dvtool.storage.failures import storage_error
 from dvtool.storage.locations import encode_for_log
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def write_data_file(
     except DvtoolError:
         raise
     except OSError as e:  # arrow's IO errors are OSErrors; bad data stays a ValueError
-        raise StorageError(f"cannot write the data file {location}: {e}") from e
+        raise storage_error("write the data file", location, e) from e
     info = storage.info(location)
     if info is None:
         raise StorageError(f"the data file {location} is missing right after it was written")

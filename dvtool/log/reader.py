@@ -51,6 +51,7 @@ from dvtool.core.log_json import (
 )
 from dvtool.core.replay import ActionBatch, replay
 from dvtool.errors import (
+    DvtoolError,
     FileMissingError,
     LogError,
     StorageError,
@@ -97,10 +98,24 @@ class DeltaLog:
         ]
         if not files and start_after is None:
             raise TableNotFoundError(
-                f"no Delta table at {self.storage.root}: _delta_log has no commits",
+                f"no Delta table at {self.storage.root}: {self._why_no_table()}",
                 hint="Check the table path (it must be the directory that holds _delta_log).",
             )
         return files
+
+    def _why_no_table(self) -> str:
+        """Why the root holds no table: it is a file, it is not there, or its `_delta_log`
+        has no commits. Asked only once the listing found nothing, so it costs nothing on a
+        table; whatever storage answers, the error stays "no table" (exit 5)."""
+        root = self.storage.root
+        try:
+            if self.storage.info(root) is not None:  # a file; a directory has no info
+                return "it is a file, not a directory"
+            if not self.storage.is_dir(root):
+                return "no such directory"
+        except DvtoolError:
+            pass  # the listing said "nothing there"; that stays the answer
+        return "_delta_log has no commits"
 
     def last_checkpoint_hint(self) -> int | None:
         """The version in `_last_checkpoint`, or None if it is absent or no valid hint."""

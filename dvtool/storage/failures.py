@@ -5,12 +5,18 @@ exception types. `Storage` promises a `FileMissingError` for a missing file and 
 `StorageError` naming the location for any other storage failure, while a dvtool bug still
 surfaces as itself; and it retries a call that failed only because the store was busy or
 the network hiccuped. Both rules are here, apart from the operations they guard.
+
+A failure a user must fix (a read-only file system, no permission, a full disk) says so
+in words and what to do (`storage_error`), naming the file dvtool meant to read or write,
+never the temp file a local write goes through (`.tmp-<uuid>.dvtool`, an implementation
+detail that the OS error names). A path whose parent is a file (ENOTDIR) is a missing file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -30,6 +36,22 @@ _RETRYABLE_ERRNOS = frozenset(
     {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.EREMOTEIO}
 )
 T = TypeVar("T")
+
+# errno -> what to do, for the failures a user must fix; `{directory}` is the target's
+# directory, `{verb}` "read" or "write". Object stores report access denied as
+# PermissionError (EACCES).
+_USER_FIXES: dict[int, str] = {
+    errno.EROFS: "Run dvtool where it can write {directory} (a read-write mount), or copy the "
+    "table to storage it can write.",
+    errno.EACCES: "Give this user (or these credentials) {verb} access to {directory}, or run "
+    "dvtool as a user that has it.",
+    errno.EPERM: "Give this user {verb} access to {directory} (immutable files too: lsattr, "
+    "chattr -i), or run dvtool as a user that has it.",
+    errno.ENOSPC: "Free space on the file system that holds {directory}, then run the command "
+    "again.",
+    errno.EDQUOT: "Free space or raise the quota on the file system that holds {directory}, "
+    "then run the command again.",
+}
 
 
 def call_with_retries(
@@ -69,14 +91,47 @@ def backend_errors(location: str, action: str, *, missing: bool = True) -> Itera
         yield
     except DvtoolError:
         raise
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError) as exc:
         if missing:
             raise FileMissingError(location) from exc
-        raise StorageError(f"cannot {action} {location}: {one_line(exc)}") from exc
+        raise storage_error(action, location, exc) from exc
     except Exception as exc:
         if not is_backend_error(exc):
             raise
-        raise StorageError(f"cannot {action} {location}: {one_line(exc)}") from exc
+        raise storage_error(action, location, exc) from exc
+
+
+def storage_error(
+    action: str, location: str, exc: BaseException, what: str | None = None
+) -> StorageError:
+    """The `StorageError` for a failed backend call: what failed (`what`, by default
+    `cannot {action} {location}`), why on one line (`Read-only file system (errno 30)`),
+    and what to do when the user must fix it.
+
+    An OSError with an errno is told by its errno's words, without the file name the OS
+    adds: for a local write that is the temp file, not the file the user knows.
+    """
+    message = f"{what or f'cannot {action} {location}'}: {_os_reason(exc)}"
+    hint = _USER_FIXES.get(exc.errno) if isinstance(exc, OSError) and exc.errno else None
+    if hint is None:
+        return StorageError(message)
+    verb = "read" if action.startswith(("read", "open", "list", "stat")) else "write"
+    directory = location.rstrip("/").rpartition("/")[0] or location
+    return StorageError(message, hint=hint.format(verb=verb, directory=directory))
+
+
+def _os_reason(exc: BaseException) -> str:
+    """An OSError's errno in words (`Read-only file system (errno 30)`, without the file
+    names the OS or pyarrow add), or the exception's one-line message."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is not None and code in errno.errorcode:
+        words = exc.strerror if isinstance(exc, OSError) else None
+        # pyarrow's strerror quotes the path and more ("Failed to open local file '/x'.
+        # Detail: [errno 30] ..."): then the errno's own words.
+        if not words or "'" in words:
+            words = os.strerror(code)
+        return f"{words} (errno {code})"
+    return one_line(exc)
 
 
 def is_backend_error(exc: BaseException) -> bool:

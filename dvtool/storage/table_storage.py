@@ -217,7 +217,7 @@ class Storage:
             self._fs.invalidate_cache(path)
             try:
                 return dict(self._fs.info(path))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 return None
 
         entry = self._call(location, "stat", stat)
