@@ -15,6 +15,10 @@ that the caller hands that output to rich instead:
   punctuation, currency, box drawing and blocks: 1; CJK ideographs, kana, Hangul syllables
   and fullwidth forms: 2).
 
+It also holds the one width rule of human output (`log_width`) and the line breaking every
+renderer uses to stay within it (`wrap`, `wrap_spans`): long values break at spaces, then
+after a `/` (paths), and only then inside a word, continuation lines indented.
+
 tests/test_plain_console.py holds these to rich: the widths against rich's tables of every
 Unicode version, the markup and emoji rules against rich's parser and emoji names.
 """
@@ -72,12 +76,26 @@ def _is_terminal(file: TextIO) -> bool:
         return False
 
 
+def log_width() -> int:
+    """How wide human output is off a terminal (CI logs, pipes, files): `COLUMNS` when it is
+    a positive number, else `LOG_WIDTH`. A log viewer shows what fits its window; a line as
+    wide as its content (a 1,461-column table) cannot be read in one. On a terminal rich
+    decides the width (the terminal's, or `COLUMNS`)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return LOG_WIDTH
+
+
+LOG_WIDTH = 120
+
+
 # -- markup ------------------------------------------------------------------------------------
 
 # rich.markup.RE_TAGS: a tag, with the backslashes before it.
 _TAG = re.compile(r"""((\\*)\[([a-z#/@][^[]*?)])""")
-# The styles the markup of the inspect summary opens; any other tag goes to rich.
-_STYLES = frozenset({"bold", "dim", "cyan", "yellow"})
+# The styles dvtool's markup opens; any other tag goes to rich.
+_STYLES = frozenset({"bold", "dim", "cyan", "yellow", "red", "green", "bold red"})
 
 
 def plain(markup: str) -> str:
@@ -194,3 +212,112 @@ def _character_width(character: str) -> int:
         if code <= last:
             return cells
     raise NotPlain(f"character U+{code:04X}")
+
+
+def text_width(text: str) -> int:
+    """The cells `text` takes: `cell_width`, or rich's measure for characters it does not
+    know (rich is imported only then)."""
+    try:
+        return cell_width(text)
+    except NotPlain:
+        from rich.cells import cell_len
+
+        return cell_len(text)
+
+
+# -- line breaking -----------------------------------------------------------------------------
+
+# A word (leading spaces of a paragraph belong to its first), and the pieces a word too long
+# for a line breaks into: up to and with each run of slashes.
+_WORD = re.compile(r"^ +[^ ]*|[^ ]+")
+_PIECE = re.compile(r"/*[^/]+/*|/+")
+
+
+# A space no line breaks at (between a number and its unit): shown as a space.
+KEEP = "\u00a0"
+
+
+def wrap(text: str, width: int, indent: str = "", first: str = "") -> list[str]:
+    """`text` (no markup) in lines at most `width` cells wide: the first after `first`, the
+    others after `indent`. Breaks at spaces (not at `KEEP`), then after a `/`, then inside a
+    word; a line break in `text` starts a new line."""
+    spans = wrap_spans(text, width - text_width(first), width - text_width(indent))
+    text = text.replace(KEEP, " ")
+    return [(indent if i else first) + text[start:end] for i, (start, end) in enumerate(spans)]
+
+
+def wrap_spans(text: str, first_width: int, width: int) -> list[tuple[int, int]]:
+    """Where each line of `text` starts and ends when its first line has `first_width` cells
+    and the others `width` (at least 1 cell each: a wide character may still need 2)."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for paragraph in text.split("\n"):
+        room = first_width if not spans else width
+        spans += _paragraph_spans(paragraph, offset, max(room, 1), max(width, 1))
+        offset += len(paragraph) + 1
+    return spans
+
+
+def _paragraph_spans(text: str, offset: int, first: int, rest: int) -> list[tuple[int, int]]:
+    """Greedy: a word goes on the line if it fits, else on the next; a word longer than a
+    line fills the line up to a `/`, then goes on, folded only where it has no `/` left."""
+    spans: list[tuple[int, int]] = []
+    line = _Line(first)
+    for word in _WORD.finditer(text):
+        gap = word.start() - line.end if line.used else 0
+        cells = text_width(word.group())
+        if line.used and line.used + gap + cells <= line.room:
+            line.take(word.end(), gap + cells)
+            continue
+        if line.used and cells <= rest:
+            spans.append(line.span(offset))
+            line = _Line(rest, word.start())
+            line.take(word.end(), cells)
+            continue
+        for piece in _PIECE.finditer(word.group()):
+            at = word.start() + piece.start()
+            part = piece.group()
+            part_cells = text_width(part)
+            if line.used and line.used + gap + part_cells <= line.room:
+                line.take(at + len(part), gap + part_cells)
+                gap = 0
+                continue
+            if line.used:
+                spans.append(line.span(offset))
+                line = _Line(rest, at)
+            gap = 0
+            while part_cells > line.room and len(part) > 1:  # no `/` left: fold
+                cut = _fit(part, line.room)
+                spans.append((offset + at, offset + at + cut))
+                line = _Line(rest, at + cut)
+                at, part = at + cut, part[cut:]
+                part_cells = text_width(part)
+            line.take(at + len(part), part_cells)
+    spans.append(line.span(offset))
+    return spans
+
+
+class _Line:
+    """The line being filled: `room` cells, text[start:end] taken, `used` cells of it."""
+
+    def __init__(self, room: int, start: int = 0) -> None:
+        self.room = room
+        self.start = self.end = start
+        self.used = 0
+
+    def take(self, end: int, cells: int) -> None:
+        self.end = end
+        self.used += cells
+
+    def span(self, offset: int) -> tuple[int, int]:
+        return offset + self.start, offset + self.end
+
+
+def _fit(piece: str, room: int) -> int:
+    """How many characters of `piece` fit in `room` cells (at least one)."""
+    used = 0
+    for index, character in enumerate(piece):
+        used += text_width(character)
+        if used > room:
+            return max(index, 1)
+    return len(piece)

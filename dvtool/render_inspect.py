@@ -1,30 +1,36 @@
 """How `dvtool inspect` reads for a person: the summary, the history, the verify report, checks.
 
-The summary is lines of console markup and box tables (`summary_blocks`), drawn by rich
-(`print_summary`) or, off a terminal, as the same text without importing rich
-(`plain_summary`, see dvtool.plain_console): rich's import was most of the start-up of
-`dvtool inspect TABLE` on a small table (issue 12). The history, the verify report and the
-checks are drawn by rich; the file listing is `Renderer.listing`, shared with other commands.
+The summary is lines of console markup and box tables (`summary_blocks`), drawn through the
+renderer (`print_summary`): off a terminal as text without importing rich (`plain_summary`,
+see dvtool.plain_console; rich's import was most of the start-up of `dvtool inspect TABLE`
+on a small table, issue 12), a table too wide for the output as records. The history is one
+line per commit with its key metrics in human units, its parameters and other metrics
+indented beneath (`history_lines`), readable at 80 columns. The file listing is
+`Renderer.listing`, shared with other commands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvtool.box_table import BoxTable, Column
-from dvtool.plain_console import escape, plain
-from dvtool.render_values import format_bytes, format_pairs, format_time
+from dvtool.plain_console import KEEP, escape, plain, wrap
+from dvtool.render_values import (
+    as_int,
+    format_bytes,
+    format_metrics,
+    format_time,
+    format_value,
+    plural,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from dvtool.commands.inspect import CheckOutcome, HistoryEntry, VerifyReport
     from dvtool.commands.inspect_summary import TableSummary
+    from dvtool.render import Renderer
 
 _HISTOGRAM_WIDTH = 40
-# Below this terminal width the history is one block per commit instead of a table.
-_NARROW = 120
 
 
 # -- the summary -----------------------------------------------------------------------------
@@ -53,16 +59,21 @@ def summary_blocks(s: TableSummary) -> list[str | BoxTable]:
     return blocks
 
 
-def print_summary(console: Console, s: TableSummary) -> None:
+def print_summary(renderer: Renderer, s: TableSummary) -> None:
     for block in summary_blocks(s):
-        console.print(block if isinstance(block, str) else block.to_rich())
+        if isinstance(block, str):
+            renderer.say(block)
+        else:
+            renderer.table(block)
 
 
 def plain_summary(s: TableSummary, width: int) -> str:
-    """What `print_summary` prints on a console `width` wide off a terminal, made without
-    rich; NotPlain (dvtool.plain_console) for what only rich draws."""
+    """What `print_summary` prints `width` wide off a terminal, made without rich; NotPlain
+    (dvtool.plain_console) for what only rich draws."""
     return "".join(
-        plain(block) + "\n" if isinstance(block, str) else block.plain(width)
+        "".join(line + "\n" for line in wrap(plain(block), width, "  "))
+        if isinstance(block, str)
+        else block.text(width)
         for block in summary_blocks(s)
     )
 
@@ -141,55 +152,91 @@ def _histogram(buckets: Sequence[dict[str, Any]]) -> BoxTable:
 # -- --history, --verify, --check --------------------------------------------------------------
 
 
-def print_history(console: Console, entries: Sequence[HistoryEntry]) -> None:
-    """A table of the commits; on a narrow terminal, one block per commit."""
-    if console.is_terminal and console.width < _NARROW:
-        _print_history_blocks(console, entries)
-        return
-    names = ("version", "time", "operation", "parameters", "metrics")
-    t = BoxTable("History", [Column(name) for name in names])
+# The metrics a history line leads with, in this order: Delta's names and delta-rs's.
+_ROW_METRICS = (
+    ("written", ("numOutputRows", "num_added_rows")),
+    ("inserted", ("numTargetRowsInserted",)),
+    ("updated", ("numUpdatedRows", "numTargetRowsUpdated", "num_updated_rows")),
+    ("deleted", ("numDeletedRows", "numTargetRowsDeleted", "num_deleted_rows")),
+    ("purged", ("numDeletionVectorRowsRemoved",)),
+)
+_FILE_METRICS = (
+    ("added", ("numAddedFiles", "num_added_files"), ("numAddedBytes", "numOutputBytes")),
+    ("removed", ("numRemovedFiles", "num_removed_files"), ("numRemovedBytes",)),
+)
+
+
+def print_history(renderer: Renderer, entries: Sequence[HistoryEntry]) -> None:
+    """The commits, newest first, as `history_lines` within the renderer's width."""
+    renderer.say("[bold]History[/]")
+    renderer.write("".join(line + "\n" for line in history_lines(entries, renderer.width)))
+
+
+def history_lines(entries: Sequence[HistoryEntry], width: int) -> list[str]:
+    """One line per commit (version, time, operation, its key metrics: rows, files and
+    bytes), then its parameters that have a value, one a line, and its other metrics that
+    are not zero, indented beneath it; every line within `width`, none broken inside a
+    metric."""
+    digits = max((len(str(e.version)) for e in entries), default=1)
+    under = " " * (digits + 2)
+    lines: list[str] = []
     for e in entries:
-        t.add_row(
-            str(e.version),
-            format_time(e.timestamp),
-            e.operation or "",
-            escape(format_pairs(e.operation_parameters)),
-            escape(format_pairs(e.operation_metrics)),
-        )
-    console.print(t.to_rich())
+        head, used = _key_metrics(e.operation_metrics)
+        line = f"{e.version:>{digits}}  {format_time(e.timestamp)}  {e.operation or 'unknown'}"
+        lines += wrap(f"{line}  {head}" if head else line, width, under)
+        for key, value in e.operation_parameters.items():
+            shown = format_value(value) if value is not None else ""
+            if shown:
+                lines += wrap(f"{key}: {shown}", width, under + "  ", under)
+        rest = format_metrics(e.operation_metrics, used)
+        if rest:
+            lines += wrap(f"metrics: {rest}", width, under + "  ", under)
+    return lines
 
 
-def _print_history_blocks(console: Console, entries: Sequence[HistoryEntry]) -> None:
-    """The history on a narrow terminal: one block per commit, each line wrapping whole."""
-    console.print("[bold]History[/]")
-    for e in entries:
-        console.print(
-            f"[bold]version {e.version}[/]  {format_time(e.timestamp)}  {e.operation or ''}"
-        )
-        for label, values in (
-            ("parameters", e.operation_parameters),
-            ("metrics", e.operation_metrics),
-        ):
-            if values:
-                console.print(f"  {label}: {escape(format_pairs(values))}", soft_wrap=False)
+def _key_metrics(metrics: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
+    """`386 rows deleted, 1 file added (4.2 KiB)`: the rows and files a commit changed, in
+    human units; and the metric names it used."""
+    parts: list[str] = []
+    used: set[str] = set()
+    for verb, names in _ROW_METRICS:
+        name = next((n for n in names if n in metrics), None)
+        rows = as_int(metrics.get(name)) if name else None
+        if name and rows is not None:
+            used.add(name)
+            if rows:
+                parts.append(f"{plural(rows, 'row')}{KEEP}{verb}".replace(" ", KEEP))
+    for verb, file_names, byte_names in _FILE_METRICS:
+        name = next((n for n in file_names if n in metrics), None)
+        files = as_int(metrics.get(name)) if name else None
+        if not name or not files:
+            continue
+        used.add(name)
+        size_name = next((n for n in byte_names if as_int(metrics.get(n)) is not None), None)
+        size = f" ({format_bytes(as_int(metrics[size_name]) or 0)})" if size_name else ""
+        used.update([size_name] if size_name else [])
+        parts.append(f"{plural(files, 'file')} {verb}{size}".replace(" ", KEEP))
+    return ", ".join(parts), frozenset(used)
 
 
-def print_verify(console: Console, report: VerifyReport) -> None:
+def print_verify(renderer: Renderer, report: VerifyReport) -> None:
     checkpoints = report.checkpoints_checked
-    log = f"{checkpoints:,} checkpoint{'s' if checkpoints != 1 else ''}, "
-    console.print(
-        f"verified {log}{report.files_checked:,} data files and {report.dvs_checked:,} DVs: "
-        + ("[green]no problems[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]")
+    log = f"{plural(checkpoints, 'checkpoint')}, "
+    problems = plural(len(report.problems), "problem")
+    renderer.say(
+        f"verified {log}{plural(report.files_checked, 'data file')} and "
+        f"{plural(report.dvs_checked, 'DV')}: "
+        + ("[green]no problems[/]" if report.ok else f"[red]{problems}[/]")
     )
     for p in report.problems:
-        console.print(f"  [red]{p.kind}[/] {escape(p.message)}", soft_wrap=True)
+        renderer.say(f"  [red]{p.kind}[/] {escape(p.message)}", indent="    ")
 
 
-def print_checks(console: Console, outcomes: Sequence[CheckOutcome]) -> None:
+def print_checks(renderer: Renderer, outcomes: Sequence[CheckOutcome]) -> None:
     for o in outcomes:
         mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
         actual, limit = _check_value(o.name, o.actual), _check_value(o.name, o.limit)
-        console.print(f"check {o.name}: {mark} (actual {actual}, limit {limit})")
+        renderer.say(f"check {o.name}: {mark} (actual {actual}, limit {limit})")
 
 
 def _check_value(name: str, value: float) -> str:

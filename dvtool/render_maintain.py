@@ -4,17 +4,23 @@ One summary table, a row per table and a column per step with what the step did 
 dry run, would do), then a line per step that did or would do something, the errors on
 stderr, and a last line with the totals and the exit code. With `--json` the result's
 document is printed instead.
+
+Tables are named as the user named them (`shown`: the CLI maps the absolute locations the
+result holds back to the prefixes typed, `dvtool.render_values.location_as_given`). Where
+the summary table does not fit the width it is one record per table (`dvtool.box_table`):
+headers are never cut and paths break only at `/`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dvtool.box_table import BoxTable, Column
 from dvtool.plain_console import escape
-from dvtool.render_values import format_bytes
+from dvtool.render_values import format_bytes, plural
 
 if TYPE_CHECKING:
     from dvtool.commands.maintain import MaintainResult, StepOutcome, TableOutcome
@@ -30,38 +36,40 @@ _STEP_TITLES = {
 _MARKS = {"skipped": "skipped", "not-run": "not run", "nothing-to-do": "-"}
 
 
-def render_maintain(renderer: Renderer, result: MaintainResult) -> None:
+def render_maintain(
+    renderer: Renderer, result: MaintainResult, shown: Callable[[str], str] = str
+) -> None:
     """The result's JSON document, or the summary table, the steps' details, the errors
-    and the totals."""
+    and the totals; `shown(location)` is how a table's location is printed."""
     if renderer.as_json:
         renderer.json(result.to_json())
         return
-    c = renderer.console
+    r = renderer
     if result.dry_run:
-        c.print("[bold]dry run[/]: nothing written; each step planned against the table as it is")
-    c.print(summary_table(result).to_rich())
+        r.say(
+            "[bold]dry run[/]: nothing written; each step planned against the table as it is "
+            "(compaction: as the planned purge would leave it)"
+        )
+    r.table(summary_table(result, shown))
     for table in result.tables:
         for action in table.actions:
             if action.status in ("done", "planned"):
-                c.print(
-                    f"{escape(table.location)}: {action.step}: {escape(action.detail)}",
-                    soft_wrap=True,
-                )
+                r.say(f"{escape(shown(table.location))}: {action.step}: {escape(action.detail)}")
     for table in result.tables:
         if table.kind != "ok":
-            _print_error(renderer, table)
-    c.print(_totals(result), soft_wrap=True)
+            _print_error(renderer, table, shown)
+    r.say(_totals(result))
 
 
-def summary_table(result: MaintainResult) -> BoxTable:
+def summary_table(result: MaintainResult, shown: Callable[[str], str] = str) -> BoxTable:
     """A row per table: where, its status, versions read and reached, then each step."""
-    columns = [Column("table", overflow="fold"), Column("status"), Column("version")]
+    columns = [Column("table"), Column("status"), Column("version")]
     columns += [Column(title) for title in _STEP_TITLES.values()]
     t = BoxTable("Maintenance", columns)
     for table in result.tables:
         actions = {a.step: a for a in table.actions}
         cells = [_step_cell(actions.get(step)) for step in _STEP_TITLES]
-        t.add_row(escape(table.location), _status(table), _versions(table), *cells)
+        t.add_row(escape(shown(table.location)), _status(table), _versions(table), *cells)
     return t
 
 
@@ -98,25 +106,25 @@ def _what(step: str, result: dict[str, Any]) -> str:
     if step in ("purge", "compaction"):
         bins = result.get("bins") or []
         inputs = sum(len(b["inputs"]) for b in bins)
-        return f"{inputs:,} files -> {len(bins):,}"
+        return f"{plural(inputs, 'file')} -> {len(bins):,}"
     if step == "checkpoint":
         return f"v{result['version']}" if "version" in result else "due"
     if step == "vacuum":
         deleted = result.get("deleted_files") if not result.get("dry_run") else None
         files = result.get("num_files", 0) if deleted is None else deleted
         size = result.get("num_bytes", 0) if deleted is None else result.get("deleted_bytes", 0)
-        return f"{files:,} files ({format_bytes(size)})"
-    return f"{result.get('deleted_files', 0):,} files"
+        return f"{plural(files, 'file')} ({format_bytes(size)})"
+    return plural(result.get("deleted_files", 0), "file")
 
 
-def _print_error(renderer: Renderer, table: TableOutcome) -> None:
+def _print_error(renderer: Renderer, table: TableOutcome, shown: Callable[[str], str]) -> None:
     error = table.to_json()["error"] or {}
     message = str(error.get("message"))
     # The table's location, unless the message names it already (a missing prefix did).
-    where = "" if _names(message, table.location) else f"{escape(table.location)}: "
-    renderer.err.print(f"[bold red]error:[/] {where}{escape(message)}", soft_wrap=True)
+    where = "" if _names(message, table.location) else f"{shown(table.location)}: "
+    renderer.warn(f"{where}{message}", "[bold red]error:[/]")
     if error.get("hint"):
-        renderer.err.print(f"  {escape(str(error['hint']))}", soft_wrap=True)
+        renderer.warn(str(error["hint"]), " ")
 
 
 def _names(message: str, location: str) -> bool:
@@ -136,7 +144,7 @@ def _totals(result: MaintainResult) -> str:
     counts = ", ".join(f"{statuses.count(s):,} {s}" for s in kinds)
     budget = " (time budget spent)" if "skipped" in statuses or "partial" in statuses else ""
     return (
-        f"{len(result.tables):,} table{'' if len(result.tables) == 1 else 's'}: "
+        f"{plural(len(result.tables), 'table')}: "
         f"{counts or 'none'}{budget}; "
         f"exit code {result.exit_code} ({result.kind})"
     )

@@ -2,8 +2,8 @@
 
 For people: what was restored (or, for a dry run, what would be), the plan as a listing
 (re-added files first, then removed ones; `--limit` applies), and the totals last, where a
-log's reader looks. A conflict or a refusal never gets here: it is an error with its exit
-code.
+log's reader looks; all within the output's width (`Renderer.say`, `Renderer.listing`).
+A conflict or a refusal never gets here: it is an error with its exit code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from dvtool.plain_console import escape
-from dvtool.render_values import format_bytes, format_pairs, format_protocol
+from dvtool.render_values import format_bytes, format_metrics, format_protocol, plural
 
 if TYPE_CHECKING:
     from dvtool.commands.restore import RestoredFile, RestoreResult
@@ -24,30 +24,31 @@ def render_restore(renderer: Renderer, result: RestoreResult) -> None:
     if renderer.as_json:
         renderer.json(result.to_json())
         return
-    c = renderer.console
+    r = renderer
     target = result.restored_version
     if result.dry_run:
-        c.print(
+        r.say(
             f"[bold]dry run[/]: restore version {target} on version {result.read_version}: "
             "nothing written"
         )
         if result.files:
             header = ("action", "size", "records", "deleted", "path  [partition]")
-            renderer.listing("Plan", header, _rows(result.files), len(result.files), "files")
+            rows = _rows(result.files)
+            r.listing("Plan", header, rows, len(result.files), "files", key="path")
     else:
-        c.print(
+        r.say(
             f"restored version {target}: committed version [bold]{result.version}[/] "
             f"(read version {result.read_version})"
         )
-    c.print(_totals(result), soft_wrap=True)
+    r.say(_totals(result))
     if result.protocol_changed:
         verb = "would become" if result.dry_run else "is now"
-        c.print(f"protocol {verb} {format_protocol(result.protocol)}", soft_wrap=True)
+        r.say(f"protocol {verb} {format_protocol(result.protocol)}")
     if not result.dry_run:
-        c.print(f"metrics: {format_pairs(result.metrics)}", soft_wrap=True)
+        r.say(f"metrics: {escape(format_metrics(result.metrics))}")
     for warning in (result.checkpoint_warning, result.manifest_warning):
         if warning:
-            renderer.err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+            r.warn(warning)
 
 
 def _rows(files: Sequence[RestoredFile]) -> Iterator[tuple[str, ...]]:
@@ -67,8 +68,9 @@ def _totals(result: RestoreResult) -> str:
     verbs = ("would re-add", "remove", "would then have") if result.dry_run else None
     re_add, remove, then = verbs or ("re-added", "removed", "now has")
     return (
-        f"{re_add} {m['numRestoredFiles']:,} files ({format_bytes(m['restoredFilesSize'])}) "
+        f"{re_add} {plural(m['numRestoredFiles'], 'file')} "
+        f"({format_bytes(m['restoredFilesSize'])}) "
         f"and {remove} {m['numRemovedFiles']:,} ({format_bytes(m['removedFilesSize'])}); "
-        f"the table {then} {m['numOfFilesAfterRestore']:,} files "
+        f"the table {then} {plural(m['numOfFilesAfterRestore'], 'file')} "
         f"({format_bytes(m['tableSizeAfterRestore'])})"
     )

@@ -28,6 +28,12 @@ def run(*args: str | Path) -> Result:
     )
 
 
+def run_wide(*args: str | Path) -> Result:
+    """`run`, with lines as long as their content (COLUMNS=10000): for tests of what a line
+    holds (a whole path, a whole message), not of how it fits a width."""
+    return cli_runner(10_000).invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
 def all_output(result: Result) -> str:
     return result.stdout + result.stderr
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvtool.box_table import BoxTable, Column
+from dvtool.box_table import BoxTable, Column, listing_lines, record_lines
 from dvtool.plain_console import NotPlain, escape
 from tests.rich_output import rich_off_terminal
 
-WIDTH = 1_000_000  # dvtool's console off a terminal (dvtool.render._UNLIMITED_WIDTH)
+WIDTH = 1_000_000  # wider than every table here: rich draws each whole
 
 
 def _rich(table: BoxTable) -> str:
@@ -77,7 +77,7 @@ def test_a_table_wider_than_the_console_is_not_plain() -> None:
         _table([("tab\there", "x")]),
         _table([("new\nline", "x")]),
         _table([(":smile:", "x")]),
-        _table([("[red]x[/]", "x")]),
+        _table([("[magenta]x[/]", "x")]),
         _table([("e\u0301", "x")]),
     ],
 )
@@ -111,3 +111,58 @@ def test_generated_tables_are_what_rich_prints(table: BoxTable) -> None:
     except NotPlain:
         return
     assert text == _rich(table)
+
+
+# -- wider than the output: records ---------------------------------------------------------
+
+MAINTENANCE = BoxTable(
+    "Maintenance",
+    [Column(h) for h in ("table", "status", "compaction", "log cleanup")],
+    rows=[
+        ("lake/a-long-directory/newcomer/work/lake2/t", "[green]ok[/]", "would: 9 files -> 3", "-")
+    ],
+)
+
+
+def test_a_table_that_fits_is_drawn_and_one_that_does_not_is_records() -> None:
+    assert MAINTENANCE.text(200) == MAINTENANCE.plain(200)
+    text = MAINTENANCE.text(40)
+    assert text == (
+        "Maintenance\n"
+        "table: lake/a-long-directory/newcomer/\n"
+        "       work/lake2/t\n"
+        "  status:      ok\n"
+        "  compaction:  would: 9 files -> 3\n"
+        "  log cleanup: -\n"
+    )
+    assert MAINTENANCE.width() == len(MAINTENANCE.plain(200).splitlines()[1])
+
+
+def test_records_of_a_table_without_header_are_key_value_lines() -> None:
+    table = _table([("delta.enableDeletionVectors", "true"), ("comment", "x " * 30)])
+    lines = table.text(40).splitlines()
+    assert lines[:3] == ["Title", "delta.enableDeletionVectors:", "    true"]
+    assert lines[3].startswith("comment: x x") and all(len(line) <= 40 for line in lines)
+    assert " ".join(line.strip() for line in lines[3:]) == "comment: " + ("x " * 30).strip()
+
+
+def test_record_lines_align_values_and_never_pass_the_width() -> None:
+    pairs = [("path", "a/" * 40 + "f.parquet"), ("size", "4.2 KiB"), ("records", "1,000")]
+    lines = record_lines(pairs, 30)
+    assert max(map(len, lines)) <= 30
+    assert lines[-2:] == ["  size:    4.2 KiB", "  records: 1,000"]
+    assert lines[0].startswith("path: a/a/")
+    assert "".join(line.strip() for line in lines[:-2]) == "path: " + "a/" * 40 + "f.parquet"
+
+
+def test_a_listing_is_aligned_where_it_fits_and_records_where_not() -> None:
+    header = ("size", "records", "path")
+    rows = [("4.2 KiB", "333", "p=a/part-0.parquet"), ("12 B", "1", "p=b/part-1.parquet")]
+    assert list(listing_lines(header, rows, 80)) == [
+        "   size  records  path",
+        "4.2 KiB      333  p=a/part-0.parquet",
+        "   12 B        1  p=b/part-1.parquet",
+    ]
+    narrow = list(listing_lines(header, rows, 24))
+    assert narrow[:3] == ["path: p=a/part-0.parquet", "  size:    4.2 KiB", "  records: 333"]
+    assert max(map(len, narrow)) <= 24

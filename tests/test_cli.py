@@ -27,7 +27,7 @@ import pytest
 from click.testing import Result
 
 import dvtool
-from tests.cli_helpers import all_output, error_object, run
+from tests.cli_helpers import all_output, error_object, run, run_wide
 from tests.oracles import GOLDEN, copy_golden, z85_uuid
 
 # As tests/conftest.py: ../shared/golden beside the repository; CI always has it, so a
@@ -330,17 +330,19 @@ def test_files_json_inline_dv(tmp_path: Path) -> None:
 
 
 def test_files_output_shows_whole_paths() -> None:
-    """Each live file is one line holding its whole path and its whole DV file path."""
+    """Where lines may be as long as their content, each live file is one line holding its
+    whole path and its DV file's, both relative to the table root."""
     table = GOLDEN / PARTITIONED
-    result = run("inspect", table, "--files", "--limit", "0")
+    result = run_wide("inspect", table, "--files", "--limit", "0")
     assert result.exit_code == 0, all_output(result)
     adds = _live_adds(table)
     lines = result.stdout.splitlines()
     for path, add in adds.items():
         [line] = [line for line in lines if f"  {path}" in line]
         if add.get("deletionVector"):
-            assert f"dv={_dv_path(table, add['deletionVector'])}" in line
-    assert "…" not in result.stdout
+            dv = _dv_path(table, add["deletionVector"]).relative_to(table)
+            assert f"  dv={dv.as_posix()}" in line
+    assert "…" not in result.stdout and str(table) not in "".join(lines[-len(adds) :])
 
 
 # -- inspect --history -----------------------------------------------------------------------
@@ -540,7 +542,7 @@ def test_verify_missing_dv_files() -> None:
     assert {dv.name for _, dv in expected} == present
     assert not any(dv.exists() for _, dv in expected)
 
-    result = run("inspect", table, "--verify")
+    result = run_wide("inspect", table, "--verify")
     assert result.exit_code == 6  # integrity
     lines = result.stdout.splitlines()
     for data_file, dv_file in expected:
@@ -704,7 +706,7 @@ def test_verify_dv_corruption(tmp_path: Path, case: str) -> None:
     data_file = _only_add(table)["path"]
     dv_file, _, _ = _dv_file(table)
 
-    result = run("inspect", table, "--verify")
+    result = run_wide("inspect", table, "--verify")
     assert result.exit_code == 6, all_output(result)
     [line] = [line for line in result.stdout.splitlines() if kind in line]
     assert str(dv_file) in line
@@ -726,7 +728,7 @@ def test_verify_data_file_corruption(tmp_path: Path, case: str) -> None:
     corrupt(table)
     data_file = _only_add(table)["path"]
 
-    result = run("inspect", table, "--verify")
+    result = run_wide("inspect", table, "--verify")
     assert result.exit_code == 6, all_output(result)
     problem_lines = [line for line in result.stdout.splitlines() if any(k in line for k in kinds)]
     assert problem_lines

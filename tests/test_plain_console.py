@@ -25,9 +25,11 @@ from dvtool.plain_console import (
     NotPlain,
     cell_width,
     escape,
+    log_width,
     may_be_emoji,
     plain,
     plain_stdout,
+    wrap,
 )
 
 
@@ -110,7 +112,7 @@ def test_plain_is_rich_markup_without_styles(markup: str) -> None:
 @pytest.mark.parametrize(
     "markup",
     [
-        "[red]other style[/]",
+        "[magenta]other style[/]",
         "[/]",
         "[bold]x[/bold]",
         "[link=http://x]x[/link]",
@@ -187,3 +189,42 @@ def test_no_plain_stdout_for_other_encodings(monkeypatch: pytest.MonkeyPatch) ->
     assert plain_stdout() is None  # rich draws ASCII boxes there
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
     assert plain_stdout() is sys.stdout
+
+
+@pytest.mark.parametrize(
+    ("columns", "width"), [(None, 120), ("80", 80), ("200", 200), ("", 120), ("x", 120), ("0", 120)]
+)
+def test_log_width_is_columns_else_120(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None, width: int
+) -> None:
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert log_width() == width
+
+
+def test_wrap_breaks_at_spaces_then_slashes_then_inside_words() -> None:
+    text = "lake/t: purge: would rewrite 9 files /tmp/newcomer/work/lake2/a/part-0000000000.parquet"
+    assert wrap(text, 30, "    ") == [
+        "lake/t: purge: would rewrite 9",
+        "    files /tmp/newcomer/work/",
+        "    lake2/a/",
+        "    part-0000000000.parquet",
+    ]
+    assert wrap("x" * 25, 10, "  ") == ["x" * 10, "  " + "x" * 8, "  " + "x" * 7]
+    assert wrap("", 10) == [""]
+    assert wrap("a\nb c", 3, " ") == ["a", " b", " c"]
+    assert wrap("数据表数据", 5) == ["数据", "表数", "据"]  # two cells each
+    # KEEP (a no-break space) holds a number and its unit together, and shows as a space.
+    assert wrap("size=4.2\u00a0KiB, n=1", 14, " ") == ["size=4.2 KiB,", " n=1"]
+    assert wrap("size=4.2 KiB, n=1", 10, " ") == ["size=4.2", " KiB, n=1"]
+
+
+@given(st.text(alphabet="ab /-数", max_size=60), st.integers(4, 30))
+@settings(max_examples=300, deadline=None)
+def test_wrapped_lines_fit_and_keep_the_text(text: str, width: int) -> None:
+    lines = wrap(text, width, "  ")
+    assert all(cell_len(line) <= width for line in lines)
+    kept = "".join(line.removeprefix("  ") if i else line for i, line in enumerate(lines))
+    assert kept.replace(" ", "") == text.replace(" ", "")

@@ -1,6 +1,7 @@
-"""How human output looks: off a terminal lines are as wide as their content (CI logs); on a
-narrow terminal the history is one block per commit, on a wide one a table. The summary of
-`inspect` off a terminal is made without rich, and is byte for byte what rich prints."""
+"""How human output looks: the history is one line per commit with its key metrics in human
+units, the rest indented beneath; the summary of `inspect` off a terminal is made without
+rich, and is byte for byte what rich prints at the same width (tables that fit) or the same
+records (tables that do not). tests/test_output_width.py holds every command to its width."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 import functools
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from rich.console import Console
 import dvtool
 from dvtool import render_inspect
 from dvtool.box_table import BoxTable
-from dvtool.commands.inspect import InspectResult, history
+from dvtool.commands.inspect import HistoryEntry, InspectResult, history
 from dvtool.commands.inspect_summary import TableSummary
 from dvtool.log.reader import open_log
 from dvtool.plain_console import NotPlain
@@ -28,7 +30,7 @@ from dvtool.render_inspect import plain_summary, print_summary
 from dvtool.render_values import format_time
 from tests.cli_helpers import run
 from tests.oracles import GOLDEN
-from tests.rich_output import rich_off_terminal
+from tests.rich_output import WIDE, rich_off_terminal
 
 SMALL = "table-with-dv-small"
 
@@ -40,42 +42,49 @@ def _table_with_long_history(tmp_path: Path) -> Path:
     return table
 
 
-def test_off_a_terminal_nothing_wraps_and_nothing_is_coloured(tmp_path: Path) -> None:
-    table = _table_with_long_history(tmp_path)
-    result = run("inspect", table, "--history", "--files")
-    assert result.exit_code == 0
-    lines = result.stdout.splitlines()
-    metrics = next(line for line in lines if "numDeletionVectorsUpdated=1" in line)
-    # The whole metrics cell of the DELETE is on its line, in its order, unbroken.
-    assert "numDeletedRows=1, numRemovedFiles=0, numAddedFiles=0" in metrics
-    assert "rewriteTimeMs=" in metrics and "executionTimeMs=" in metrics
-    assert max(map(len, lines)) > 200  # wider than any terminal default, as the content is
-    paths = [p.name for p in table.glob("*.parquet")]
-    assert all(any(p in line for line in lines) for p in paths)  # paths never folded
-    assert "\x1b[" not in result.stdout
-
-
 def _rendered_history(table: Path, width: int) -> str:
+    """The history on a terminal `width` columns wide (rich draws)."""
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=width, color_system=None)
     Renderer(console=console).inspect(InspectResult(None, history=history(open_log(str(table)), 5)))
     return out.getvalue()
 
 
-def test_narrow_terminal_history_is_one_block_per_commit(tmp_path: Path) -> None:
-    text = _rendered_history(_table_with_long_history(tmp_path), 80)
-    assert "┃" not in text  # no table
-    assert [line.split()[1] for line in text.splitlines() if line.startswith("version ")] == [
-        "2",
-        "1",
-        "0",
+@pytest.mark.parametrize("width", [80, 200])
+def test_history_is_one_line_per_commit_then_its_details(tmp_path: Path, width: int) -> None:
+    text = _rendered_history(_table_with_long_history(tmp_path), width)
+    lines = text.splitlines()
+    assert "┃" not in text and max(map(len, lines)) <= width
+    assert lines[0] == "History"
+    heads = [line for line in lines[1:] if not line.startswith(" ")]
+    assert [line.split()[0] for line in heads] == ["2", "1", "0"]
+    delete = heads[0].split("  ")
+    assert delete[2:] == ["DELETE", "1 row deleted"] and delete[1].endswith("Z")
+    details = lines[lines.index(heads[0]) + 1 : lines.index(heads[1])]
+    assert all(line.startswith("   ") for line in details)
+    assert details[0].startswith("   predicate: ")
+    metrics = " ".join(line.strip() for line in details if "metrics:" in line or "=" in line)
+    assert "numDeletionVectorsUpdated=1" in metrics and "numRemovedBytes=635 B" in metrics
+    assert re.search(r"executionTimeMs=[\d,]+ ms", metrics)
+    assert "numDeletedRows" not in metrics  # on the commit's line
+    assert "None" not in text and "True" not in text and "{" not in text
+
+
+def test_history_lines_read_parameters_and_metrics() -> None:
+    entry = HistoryEntry(
+        7,
+        0,
+        "WRITE",
+        {"mode": "Append", "partitionBy": '["region", "day"]', "version": None, "x": True},
+        {"numOutputRows": "2953", "numAddedFiles": 2, "numAddedBytes": "4331658", "zero": 0},
+        None,
+    )
+    assert render_inspect.history_lines([entry], 80) == [
+        "7  1970-01-01T00:00:00Z  WRITE  2,953 rows written, 2 files added (4.1 MiB)",
+        "   mode: Append",
+        "   partitionBy: region, day",
+        "   x: true",
     ]
-    assert "  metrics: numDeletedRows=1" in text
-
-
-def test_wide_terminal_history_is_a_table(tmp_path: Path) -> None:
-    text = _rendered_history(_table_with_long_history(tmp_path), 200)
-    assert "┃ version" in text and max(map(len, text.splitlines())) <= 200
 
 
 def test_human_inspect_shows_the_table_properties() -> None:
@@ -101,11 +110,18 @@ def _many_files(tmp_path: Path, n: int = 25) -> Path:
 
 
 def _listed(stdout: str, title: str) -> list[str]:
-    """The rows of the listing `title` (after its header line), up to the closing line."""
+    """The rows of the listing `title` (after its header line), up to the closing line; or,
+    where the listing is records (too wide for the width), the first line of each record."""
     lines = stdout.splitlines()
-    start = lines.index(title) + 2
+    start = lines.index(title) + 1
     rows = []
-    for line in lines[start:]:
+    if lines[start].startswith("path: "):
+        for line in lines[start:]:
+            if not line.startswith(("path: ", " ")):
+                break
+            rows += [line] if line.startswith("path: ") else []
+        return rows
+    for line in lines[start + 1 :]:
         if line.startswith("... ") or not line.strip():
             break
         rows.append(line)
@@ -144,11 +160,11 @@ def test_dry_run_plans_end_with_the_totals(tmp_path: Path) -> None:
 # -- the inspect summary off a terminal: plain text, byte for byte rich's -----------------------
 
 GOLDEN_TABLES = sorted(p.parent for p in GOLDEN.rglob("_delta_log"))
-WIDTH = 1_000_000  # dvtool.render._UNLIMITED_WIDTH
+WIDTH = WIDE
 
 
-def _rich_summary(s: TableSummary) -> str:
-    return rich_off_terminal(lambda console: print_summary(console, s))
+def _rich_summary(s: TableSummary, width: int = WIDE) -> str:
+    return rich_off_terminal(lambda console: print_summary(Renderer(console=console), s), width)
 
 
 def _rendered(result: InspectResult, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
@@ -164,6 +180,7 @@ def _rendered(result: InspectResult, monkeypatch: pytest.MonkeyPatch) -> tuple[s
     monkeypatch.setattr(BoxTable, "to_rich", counted)
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         Renderer().inspect(result)
@@ -267,7 +284,7 @@ PLAIN_CASES = {
 }
 RICH_CASES = {  # what only rich draws: the renderer falls back to it
     "emoji code": _summary(configuration={"comment": "ship it :rocket:"}),
-    "markup in partition columns": _summary(partition_columns=["[red]p[/]"]),
+    "markup in partition columns": _summary(partition_columns=["[magenta]p[/]"]),
     "newline in a value": _summary(configuration={"k": "two\nlines"}),
     "tab in a name": _summary(schema=[_field("a\tb")]),
     "combining accent": _summary(name="e\u0301"),
@@ -299,16 +316,16 @@ def test_what_plain_text_does_not_cover_rich_draws(
         with pytest.raises(type(e)):
             _rendered(InspectResult(summary), monkeypatch)
         return
-    text, tables = _rendered(InspectResult(summary), monkeypatch)
-    assert (text, tables > 0) == (expected, True)
+    text, _tables = _rendered(InspectResult(summary), monkeypatch)
+    assert text == expected  # rich drew what plain text does not cover, the rest is the same
 
 
-def test_rich_draws_the_summary_on_a_terminal_and_with_more_than_the_summary(
+def test_rich_draws_the_summary_on_a_terminal_and_plain_text_off_one_with_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     summary = PLAIN_CASES["non-ASCII names"]
     expected = _rich_summary(summary)
-    assert _rendered(InspectResult(summary, checks=[]), monkeypatch) == (expected, 4)
+    assert _rendered(InspectResult(summary, checks=[]), monkeypatch) == (expected, 0)
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich sees a terminal: its colours and width
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -381,11 +398,13 @@ def test_cli_human_inspect_output_is_unchanged(table: str, monkeypatch: pytest.M
     def no_rich(_table: BoxTable) -> Any:
         raise AssertionError("rich drew the summary")
 
+    at_80 = _rich_summary(summary, 80)  # the CLI runner's COLUMNS
+    assert max(map(len, at_80.splitlines())) <= 80
     monkeypatch.setattr(BoxTable, "to_rich", no_rich)
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
     result = run("inspect", GOLDEN / table)
-    assert (result.exit_code, result.stdout, result.stderr) == (0, expected, "")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, at_80, "")
 
 
 def test_the_progress_bar_comes_with_the_first_task() -> None:
@@ -424,3 +443,60 @@ def test_no_progress_bar_off_a_terminal_nor_with_json() -> None:
 )
 def test_log_position_line(checkpoint: int | None, commits: int, text: str) -> None:
     assert render_inspect._log_position(checkpoint, commits) == text
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "text"),
+    [
+        (1, "empty directory", "1 empty directory"),
+        (0, "empty directory", "0 empty directories"),
+        (2953, "deleted row", "2,953 deleted rows"),
+        (1, "file", "1 file"),
+        (1_000_000, "day", "1,000,000 days"),
+    ],
+)
+def test_counts_agree_with_their_noun(n: int, noun: str, text: str) -> None:
+    from dvtool.render_values import plural
+
+    assert plural(n, noun) == text
+
+
+def test_downgrade_purge_step_has_thousands_separators() -> None:
+    from dvtool.commands.downgrade_purge import purge_detail
+    from dvtool.commands.optimize import OptimizeResult
+    from dvtool.commands.optimize_plan import PlannedBin
+
+    bins = [PlannedBin("", [f"f{i}"], 10, 1000, 2953 if i == 0 else 0) for i in range(1200)]
+    result = OptimizeResult("REORG", 3, True, "arrow", [], bins, {})
+    assert purge_detail(result) == (
+        "rewrite 1,200 files with deletion vectors, dropping 2,953 deleted rows"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "-"),
+        (True, "true"),
+        ('["region"]', "region"),
+        ('{"delta.enableDeletionVectors": "true"}', "delta.enableDeletionVectors=true"),
+        ("[not json", "[not json"),
+        (4331658, "4,331,658"),
+    ],
+)
+def test_parameter_values_have_no_python_reprs(value: Any, shown: str) -> None:
+    from dvtool.render_values import format_value
+
+    assert format_value(value) == shown
+
+
+def test_locations_are_shown_as_the_user_named_them() -> None:
+    from dvtool.render_values import location_as_given, relative_location
+
+    given = {"/work/lake": "lake", "s3://b/x": "s3://b/x/"}
+    assert location_as_given("/work/lake/a/t", given) == "lake/a/t"
+    assert location_as_given("/work/lake", given) == "lake"
+    assert location_as_given("s3://b/x/t", given) == "s3://b/x/t"
+    assert location_as_given("/work/lakehouse/t", given) == "/work/lakehouse/t"
+    assert relative_location("/t/root/deletion_vector_1.bin", "/t/root") == "deletion_vector_1.bin"
+    assert relative_location("/elsewhere/dv.bin", "/t/root") == "/elsewhere/dv.bin"

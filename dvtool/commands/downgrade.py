@@ -300,14 +300,14 @@ class _Downgrade:
             deleted = truncation_plan(self.log, s.version + 1, self.check_time)
             allowed_at = self.check_time + retention_ms(s)
             detail = (
-                f"delete the {len(deleted)} log files there are now, and the commits above, "
+                f"delete the {len(deleted):,} log files there are now, and the commits above, "
                 "before the new history boundary"
             )
         else:
             cutoff = commit_time(self.log, boundary)
             deleted = truncation_plan(self.log, boundary, cutoff)
             allowed_at = cutoff + retention_ms(s)
-            detail = f"delete {len(deleted)} log files before version {boundary}"
+            detail = f"delete {len(deleted):,} log files before version {boundary}"
         if deleted or boundary is None:
             self._step("truncate", detail)
             if allowed_at > self.check_time and not self.force:
@@ -398,7 +398,7 @@ class _Downgrade:
             raise self._retention_error(boundary, allowed_at, retention_text(snapshot))
         deleted = delete_history(self.log, boundary, plan)
         if deleted:
-            self._step("truncate", f"deleted {len(deleted)} log files before version {boundary}")
+            self._step("truncate", f"deleted {len(deleted):,} log files before version {boundary}")
         check_history_clean(self.log, boundary)
         version = self._drop(protect=False)
         self._checkpoint(version, "checkpoint of the drop")

@@ -56,7 +56,10 @@ def purge_detail(result: OptimizeResult) -> str:
     """What a purge rewrites, as a step detail."""
     files = sum(len(b.inputs) for b in result.bins)
     rows = sum(b.rows_dropped for b in result.bins)
-    return f"rewrite {files} file(s) with deletion vectors, dropping {rows} deleted row(s)"
+    return (
+        f"rewrite {files:,} file{'' if files == 1 else 's'} with deletion vectors, "
+        f"dropping {rows:,} deleted row{'' if rows == 1 else 's'}"
+    )
 
 
 def merge_purges(first: OptimizeResult | None, second: OptimizeResult) -> OptimizeResult:

@@ -15,7 +15,9 @@ Per table, in this order (what is due: `dvtool.commands.maintain_plan`):
 Every step is the command's own function: its commits, conflict checks and safety rules
 are the command's. `dry_run` runs each step's own dry run (the purge and compaction plans,
 the vacuum list, the log cleanup list; a due checkpoint is only reported) and writes
-nothing; each is planned against the table as it is, not as the steps before would leave it.
+nothing; each is planned against the table as it is, not as the steps before would leave it,
+except compaction: it plans the files the purge would rewrite as purged (no deleted rows, no
+DV), so the rows a purge drops are not reported again under compaction.
 
 One table's failure does not stop the others: the first step that fails ends that table's
 run (its error recorded, the later steps `not-run`). The time budget stops starting new work:
@@ -341,6 +343,8 @@ class _TableRun:
         self.engine_for = engine_for
         self.rewrote = False
         self.metrics = metrics
+        self.purged: frozenset[str] = frozenset()
+        """The files a dry-run purge planned to rewrite (compaction plans them as purged)."""
 
     def step(self, planned: PlannedStep, outcome: TableOutcome) -> StepOutcome:
         """Run one step; a failure is recorded on `outcome` and reported as `failed`."""
@@ -369,15 +373,19 @@ class _TableRun:
         ratio = float(self.plan.settings.purge_ratio.value)
         request = OptimizeRequest(purge=True, min_deleted_ratio=ratio, dry_run=self.dry_run)
         result = run_optimize(self.log, request, self.engine_for)
+        if self.dry_run:
+            self.purged = frozenset(path for b in result.bins for path in b.inputs)
         self.metrics["purged_files"] = result.metrics["numRemovedFiles"]
         self.metrics["purged_rows"] = result.metrics["numDeletionVectorRowsRemoved"]
         return self._rewrite_outcome("purge", result)
 
     def _compaction(self, planned: PlannedStep) -> StepOutcome:
-        if not planned.due and not self.rewrote:
+        """Compaction after the purge; a dry run plans it on the table as the planned purge
+        would leave it (its files without deleted rows), never counting those rows twice."""
+        if not planned.due and not self.rewrote and not self.purged:
             return StepOutcome("compaction", NOTHING, planned.reason)
         target = int(self.plan.settings.target_size.value)
-        request = OptimizeRequest(target_size=target, dry_run=self.dry_run)
+        request = OptimizeRequest(target_size=target, dry_run=self.dry_run, purged=self.purged)
         result = run_optimize(self.log, request, self.engine_for)
         self.metrics["compacted_files"] = result.metrics["numRemovedFiles"]
         self.metrics["compaction_output_files"] = result.metrics["numAddedFiles"]
@@ -386,7 +394,10 @@ class _TableRun:
     def _rewrite_outcome(self, step: str, result: OptimizeResult) -> StepOutcome:
         inputs = sum(len(b.inputs) for b in result.bins)
         rows = sum(b.rows_dropped for b in result.bins)
-        what = f"{inputs:,} files into {len(result.bins):,}, dropping {rows:,} deleted rows"
+        what = (
+            f"{inputs:,} file{'' if inputs == 1 else 's'} into {len(result.bins):,}, "
+            f"dropping {rows:,} deleted row{'' if rows == 1 else 's'}"
+        )
         if not result.bins:
             return StepOutcome(step, NOTHING, "no files to rewrite", result.to_json())
         if result.dry_run:

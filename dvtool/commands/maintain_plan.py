@@ -16,8 +16,9 @@ Log cleanup is always planned: it decides itself, by `delta.enableExpiredLogClea
 `delta.logRetentionDuration` (`dvtool.commands.log_cleanup`). The plan is estimated from
 the snapshot alone, column-wise (no DV or data file is read): the files a purge would take
 (DV cardinality / numRecords at least the ratio; files without numRecords counted, as the
-purge reads their footer), the small files compaction would take (below the target size, or
-deleting more than 5% of their rows), the commits since the last checkpoint. The commands
+purge reads their footer), the small files compaction would take after it (below the target
+size, or deleting more than 5% of their rows and not purged), the commits since the last
+checkpoint. The commands
 that run the steps plan exactly again, on the table as it is by then.
 """
 
@@ -196,9 +197,10 @@ def plan_table(snapshot: Snapshot, settings: TableSettings) -> TablePlan:
     """Which steps are due on `snapshot`, estimated column-wise (see the module docstring)."""
     files = snapshot.files
     ratio = _deleted_ratio(snapshot)
-    purge = _count(_purge_mask(files, ratio, float(settings.purge_ratio.value)))
+    purged = _purge_mask(files, ratio, float(settings.purge_ratio.value))
+    purge = _count(purged)
     target = int(settings.target_size.value)
-    small, deleting, compacted = _compaction_counts(files, ratio, target)
+    small, deleting, compacted = _compaction_counts(files, ratio, target, purged)
     position = snapshot_position(snapshot)
     interval = int(settings.checkpoint_interval.value)
     since = position.commits_since_checkpoint
@@ -260,13 +262,17 @@ def _purge_mask(files: pa.Table, ratio: pa.Array, threshold: float) -> pa.Array:
     return pc.and_(has_dv, pc.fill_null(at_least, arrow_values.TRUE))
 
 
-def _compaction_counts(files: pa.Table, ratio: pa.Array, target: int) -> tuple[int, int, int]:
+def _compaction_counts(
+    files: pa.Table, ratio: pa.Array, target: int, purged: pa.Array
+) -> tuple[int, int, int]:
     """The files below the target size (no size: small, as compaction takes them), those
-    deleting more than 5% of their rows, and the files in either group."""
+    deleting more than 5% of their rows that the purge before leaves (`purged`: it drops
+    their deleted rows itself; the same rows are not counted twice), and the files in
+    either group."""
     bound = arrow_values.scalar(min(target, 2**63 - 1), pa.int64())
     small = pc.fill_null(pc.less(files.column("size"), bound), arrow_values.TRUE)
     over = pc.greater(ratio, arrow_values.scalar(COMPACTION_DELETED_RATIO, pa.float64()))
-    deleting = pc.fill_null(over, arrow_values.FALSE)
+    deleting = pc.and_(pc.fill_null(over, arrow_values.FALSE), pc.invert(purged))
     return _count(small), _count(deleting), _count(pc.or_(small, deleting))
 
 

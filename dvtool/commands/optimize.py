@@ -133,6 +133,9 @@ def _check_request(request: OptimizeRequest) -> None:
         raise UsageError(f"--target-size must be positive, not {request.target_size}")
     if request.batch_size is not None and request.batch_size <= 0:
         raise UsageError(f"--batch-size must be positive, not {request.batch_size}")
+    if request.purged and (request.purge or not request.dry_run):
+        # Planning a file as purged without purging it would resurrect its deleted rows.
+        raise UsageError("files planned as purged apply to a dry-run compaction only")
 
 
 # -- execution -------------------------------------------------------------------------------

@@ -53,6 +53,10 @@ class OptimizeRequest:
     batch_size: int | None = None
     now: datetime | None = None
     """What current_date()/current_timestamp() mean in `where`; None: when planning."""
+    purged: frozenset[str] = frozenset()
+    """Dry-run compaction only: the paths a purge planned before it rewrites. They are
+    planned as that purge leaves them, without their deleted rows and DV, so that the plan
+    does not drop (nor count) the same rows twice (`dvtool maintain --dry-run`)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ def candidates(
     out = []
     for index, row in wanted:
         candidate = _candidate(log, store, index, row)
+        if row["path"] in request.purged:  # as the purge before leaves it: no deleted rows
+            candidate = Candidate(index, row, candidate.records - candidate.deleted, None)
         if request.purge and not _purge_ratio_ok(request, candidate):
             continue
         if not request.purge and not _compaction_candidate(candidate, target):

@@ -29,7 +29,7 @@ from dvtool import faults
 from dvtool.commands.checkpoint import run_checkpoint
 from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
 from dvtool.log.reader import open_log
-from tests.cli_helpers import all_output, run
+from tests.cli_helpers import all_output, run, run_wide
 from tests.damaged_tables import (
     DAMAGE_NAMES,
     DAMAGES,
@@ -168,7 +168,7 @@ def test_cli_checkpoint(tmp_path: Path) -> None:
     assert doc["files"] == ["00000000000000000002.checkpoint.parquet"]
     assert doc["num_add_files"] == 3 and doc["log_cleanup"]["deleted_files"] == 0
     assert doc["log_cleanup"]["reason"] == "no commit is older than the cutoff"
-    human = run("checkpoint", table)
+    human = run_wide("checkpoint", table)
     assert human.exit_code == 0
     assert "version 2 already has a checkpoint" in human.stdout
     assert "nothing deleted: no commit is older than the cutoff" in human.stdout
@@ -253,7 +253,7 @@ def test_checkpoint_mends_the_damage(tmp_path: Path, name: str) -> None:
 def test_human_output_says_what_was_mended(tmp_path: Path) -> None:
     damage = next(d for d in DAMAGES if d.name == "truncated")
     table, _ = damaged_table(tmp_path, damage)
-    human = run("checkpoint", table)
+    human = run_wide("checkpoint", table)
     assert human.exit_code == 0, all_output(human)
     name = checkpoint_name(NEWEST)
     assert f"wrote the checkpoint of version {NEWEST}: {name}" in human.stdout

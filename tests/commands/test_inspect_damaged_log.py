@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import all_output, run
+from tests.cli_helpers import all_output, run, run_wide
 from tests.damaged_tables import (
     DAMAGE_NAMES,
     DAMAGES,
@@ -73,7 +73,7 @@ def test_inspect_names_the_damage_and_what_it_read_instead(tmp_path: Path, name:
     table, expected = damaged_table(tmp_path, damage)
     row, problem, instead = WORDS[name]
 
-    human = run("inspect", table)
+    human = run_wide("inspect", table)
     assert human.exit_code == 0, all_output(human)
     [log_row] = [line for line in human.stdout.splitlines() if "│ log " in line]
     assert row in log_row
@@ -107,9 +107,9 @@ def test_verify_reports_the_damage_naming_the_file(tmp_path: Path, name: str) ->
     assert problem["data_file"] is None and problem["dv_file"] is None
     assert WORDS[name][1] in problem["message"]
 
-    human = run("inspect", table, "--verify")
+    human = run_wide("inspect", table, "--verify")
     assert human.exit_code == 6
-    assert "1 problem(s)" in human.stdout
+    assert "1 problem" in human.stdout
     assert f"{damage.kind} " in human.stdout and WORDS[name][1] in human.stdout
 
 
@@ -146,7 +146,7 @@ def test_check_gates_and_maintain_run_on_a_damaged_table(tmp_path: Path, name: s
 def test_golden_multi_part_checkpoint_missing_a_part(tmp_path: Path) -> None:
     part = "00000000000000000005.checkpoint.0000000002.0000000003.parquet"
     table, _ = golden_without(tmp_path, MULTI_PART, part)
-    human = run("inspect", table)
+    human = run_wide("inspect", table)
     assert "checkpoint at version 5 damaged, 6 commits replayed from JSON" in human.stdout
     result = run("inspect", table, "--verify", "--json")
     assert result.exit_code == 6
@@ -159,7 +159,7 @@ def test_golden_multi_part_checkpoint_missing_a_part(tmp_path: Path) -> None:
 def test_golden_v2_checkpoint_missing_a_sidecar(tmp_path: Path, name: str) -> None:
     sidecar = newest_sidecar(GOLDEN / name)
     table, _ = golden_without(tmp_path, name, sidecar)
-    human = run("inspect", table)
+    human = run_wide("inspect", table)
     assert "checkpoint at version 6 damaged, read from version 5 + 1 commit" in human.stdout
     assert f"references sidecar {sidecar}, which is missing" in human.stdout
     result = run("inspect", table, "--verify", "--json")

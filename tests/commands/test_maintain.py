@@ -31,7 +31,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 import dvtool
 from dvtool.commands.maintain import MaintainRequest, run_maintain
 from dvtool.errors import SEVERITY, exit_code_of, worst_kind
-from tests.cli_helpers import all_output, run
+from tests.cli_helpers import all_output, run, run_wide
 from tests.oracles import (
     canon,
     commit_actions,
@@ -561,3 +561,39 @@ def test_python_api_on_a_prefix(tmp_path: Path) -> None:
     assert [t.status for t in result.tables] == ["ok", "ok"] and result.exit_code == 0
     assert result.tables[0].metrics["purged_files"] == 1
     assert _rows(str(lake.small)) == rows
+
+
+def test_dry_run_compaction_does_not_count_the_purged_rows_again(tmp_path: Path) -> None:
+    """The purge drops the 2 deleted rows of the one file; the compaction planned after it
+    sees that file as purged: nothing left to drop, and a single file is not rewritten."""
+    table = copy_golden("table-with-dv-small", tmp_path)
+    doc = dvtool.maintain(table, dry_run=True).to_dict()
+    [outcome] = doc["tables"]
+    steps = {a["step"]: a for a in outcome["actions"]}
+    [purge_bin] = steps["purge"]["result"]["bins"]
+    assert purge_bin["rows_dropped"] == 2
+    assert steps["purge"]["detail"].endswith("dropping 2 deleted rows")
+    compaction = steps["compaction"]
+    assert compaction["status"] == "nothing-to-do", compaction
+    assert compaction["result"]["bins"] == []
+    reason = next(s for s in outcome["plan"]["steps"] if s["step"] == "compaction")["reason"]
+    assert "0 deleting more than 5%" in reason  # the purged file is not counted again
+    human = run_wide("maintain", table, "--dry-run")
+    assert human.stdout.count("deleted rows") == 1, human.stdout
+    assert "purge: would rewrite 1 file into 1, dropping 2 deleted rows" in human.stdout
+
+
+def test_files_planned_as_purged_are_for_a_dry_run_compaction_only(tmp_path: Path) -> None:
+    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.engines.arrow import ArrowEngine
+    from dvtool.errors import UsageError
+    from dvtool.log.reader import open_log
+
+    table = copy_golden("table-with-dv-small", tmp_path)
+    log = open_log(str(table))
+    for request in (
+        OptimizeRequest(purged=frozenset({"x"})),
+        OptimizeRequest(purge=True, dry_run=True, purged=frozenset({"x"})),
+    ):
+        with pytest.raises(UsageError, match="dry-run compaction only"):
+            run_optimize(log, request, lambda _n: ArrowEngine())

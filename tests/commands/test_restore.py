@@ -381,7 +381,12 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     lines = human.stdout.splitlines()
     assert lines[0] == "dry run: restore version 2 on version 4: nothing written"
     assert "... 4 more files; use --json or --limit 0 to list them all" in lines
-    assert lines[-1].startswith("would re-add 3 files") and "remove 3" in lines[-1]
+    totals = " ".join(
+        line.strip()
+        for line in lines[lines.index(next(x for x in lines if x.startswith("would re-add"))) :]
+    )
+    assert totals.startswith("would re-add 3 files") and "remove 3" in totals
+    assert max(map(len, lines)) <= 80  # the runner's COLUMNS
 
 
 def test_json_document_and_history(tmp_path: Path) -> None:
@@ -425,8 +430,9 @@ def test_human_output(tmp_path: Path) -> None:
     delete(table, "id < 5")
     out = ok("restore", table, "--version", "1").stdout.splitlines()
     assert out[0] == "restored version 1: committed version 4 (read version 3)"
-    assert out[1].startswith("re-added 1 files") and "the table now has 2 files" in out[1]
-    assert out[-1].startswith("metrics: numRestoredFiles=1, ")
+    assert out[1].startswith("re-added 1 file (") and "the table now has 2 files" in out[1]
+    assert any(line.startswith("metrics: numRestoredFiles=1, ") for line in out)
+    assert "tableSizeAfterRestore=2.4 KiB" in " ".join(out)
 
 
 def test_python_api_gives_the_cli_document(tmp_path: Path) -> None:
