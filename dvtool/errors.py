@@ -334,6 +334,31 @@ class PredicateError(DvtoolError):
     )
 
 
+class InvalidInputError(PredicateError):
+    """A `--where` cast met a string it cannot read, where ANSI Spark fails the query with
+    CAST_INVALID_INPUT (`name > 5` reads the string column `name` as a BIGINT; 'abc' is
+    none). `where` says where the value is: a file, a partition value (dvtool.predicate.ansi).
+    """
+
+    def __init__(self, column: str, value: str, target: str, where: str | None = None) -> None:
+        shown = f" in {where}" if where else ""
+        super().__init__(
+            f"--where reads column {column} as {target}, but its value {value!r}{shown} is not "
+            f"a valid {target} (Spark fails the query with CAST_INVALID_INPUT)",
+            hint=f"compare {column} with a string literal ('5', not 5), or cast explicitly "
+            f"with try_cast({column} AS {target}), which reads invalid values as NULL",
+        )
+        self.column = column
+        self.value = value
+        self.target = target
+        self.where = where
+
+    def located(self, location: str) -> InvalidInputError:
+        """The same error, naming the file the value is in (or whose partition value it is)."""
+        where = f"{self.where} of {location}" if self.where else location
+        return InvalidInputError(self.column, self.value, self.target, where)
+
+
 class CommitConflictError(DvtoolError):
     """A concurrent commit conflicts with this transaction and retrying cannot resolve it.
 

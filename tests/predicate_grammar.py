@@ -239,7 +239,7 @@ def _int_from_other(draw: st.DrawFn, depth: int) -> Node:
     if which == "cast_string":
         s = nonconstant(draw(value_expr("str", depth)), "s", "str")
         return node(
-            f"CAST({s.spark} AS BIGINT)", None, lambda r: ref_string_to_long(s.ref(r)), "int", s
+            f"TRY_CAST({s.spark} AS BIGINT)", None, lambda r: ref_string_to_long(s.ref(r)), "int", s
         )
     if which == "cast_dec":
         m = draw(value_expr("dec", depth))
@@ -514,7 +514,9 @@ def comparison(draw: st.DrawFn, depth: int, focus: str | None = None) -> Node:
 
 @st.composite
 def loose_comparison(draw: st.DrawFn, depth: int, focus: str | None = None) -> Node:
-    """Spark's implicit casts from string literals: date vs '2024-01-01', string vs number."""
+    """Spark's implicit casts from string literals (date vs '2024-01-01'), and strings read
+    as numbers with TRY_CAST: the implicit cast of `s = 5` fails on the grammar's strings,
+    which are no numbers (tests/predicate/test_spark_ansi.py checks that failure)."""
     if draw(st.booleans()):
         d = draw(value_expr("date", depth))
         value = draw(dates)
@@ -524,7 +526,8 @@ def loose_comparison(draw: st.DrawFn, depth: int, focus: str | None = None) -> N
     s = nonconstant(draw(value_expr("str", depth)), "s", "str")
     k = draw(ints)
     ref = lambda r: ref_compare("=", ref_string_to_long(s.ref(r)), k)  # noqa: E731
-    return node(f"({s.spark} = {literal('int', k).spark})", None, ref, "bool", s)
+    text = f"(TRY_CAST({s.spark} AS BIGINT) = {literal('int', k).spark})"
+    return node(text, None, ref, "bool", s)
 
 
 @st.composite

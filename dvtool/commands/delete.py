@@ -40,7 +40,7 @@ from dvtool.data_files import footer_row_count
 from dvtool.dvstore import DVStore, WrittenDVFile
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Engine, ScanFile, TableLayout
-from dvtool.errors import UsageError, WriteRefusedError
+from dvtool.errors import InvalidInputError, UsageError, WriteRefusedError
 from dvtool.log.reader import DeltaLog
 from dvtool.log.snapshot import Snapshot
 from dvtool.log.table_root import require_inside_root
@@ -193,7 +193,10 @@ def _plan(snapshot: Snapshot, request: DeleteRequest) -> _Plan:
     plan = _Plan(snapshot, predicate, mode, rows)
     for index, row in enumerate(rows):
         stats = _stats(row["stats"])
-        verdict = predicate.file_match(dict(row["partitionValues"] or []), stats)
+        try:
+            verdict = predicate.file_match(dict(row["partitionValues"] or []), stats)
+        except InvalidInputError as e:  # a partition value a cast of --where cannot read
+            raise e.located(row["path"]) from None
         if verdict is Match.NONE:
             plan.skipped += 1
         elif verdict is Match.ALL:

@@ -36,7 +36,7 @@ from dvtool.core.file_schema import ColumnPlan
 from dvtool.core.partitions import partition_arrays
 from dvtool.data_files import RowGroupStats, iter_file_batches, open_parquet_file, row_group_stats
 from dvtool.engines.base import ScanFile, TableLayout
-from dvtool.errors import PredicateError
+from dvtool.errors import InvalidInputError, PredicateError
 
 if TYPE_CHECKING:  # imported where a scan runs: its sqlglot costs ~0.05 s at start-up
     from dvtool.predicate import Predicate
@@ -162,7 +162,7 @@ class FileScan:
             return
         try:
             hits = self._positions(combined)
-        except pa.ArrowInvalid:  # again file by file, to name the file whose rows fail
+        except (pa.ArrowInvalid, PredicateError):  # again file by file, to name the file
             for piece in pieces:
                 self._filter_one(piece, files, matched)
             return
@@ -173,6 +173,8 @@ class FileScan:
     ) -> None:
         try:
             hits = self._positions(piece.data)
+        except InvalidInputError as e:  # a string a cast cannot read: Spark fails there too
+            raise e.located(files[piece.file].location) from None
         except pa.ArrowInvalid as e:  # e.g. integer overflow, an error in ANSI Spark too
             raise PredicateError(
                 f"--where cannot be evaluated on {files[piece.file].location}: {e}",

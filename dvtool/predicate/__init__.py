@@ -17,11 +17,14 @@ Three visitors consume the tree:
 
 The semantics are Spark 4's with its default ANSI mode and session time zone UTC (date and
 time functions, INTERVAL arithmetic and current_date()/current_timestamp() fixed once per
-command: datetime_calls.py, intervals.py), except that
-where ANSI Spark fails a statement at run time (an invalid CAST, division by zero), the
-affected rows evaluate to NULL and so never match; integer overflow raises
-`pyarrow.ArrowInvalid` during evaluation, as in Spark. Every user-facing problem (syntax, an
-unknown column, a type mismatch, an unsupported construct) is a `PredicateError`.
+command: datetime_calls.py, intervals.py). A string that a CAST (explicit, or implicit as in
+`name > 5`) cannot read fails the command as it fails Spark's statement (CAST_INVALID_INPUT:
+`InvalidInputError`, raised by `filter` and, for partition values, by `file_match`; see
+ansi.py). Where ANSI Spark fails a statement at run time for other reasons (a number that
+does not fit a CAST, division by zero), the affected rows evaluate to NULL and so never
+match; integer overflow raises `pyarrow.ArrowInvalid` during evaluation, as in Spark. Every
+user-facing problem (syntax, an unknown column, a type mismatch, an unsupported construct)
+is a `PredicateError`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dvtool.core.schema import StructType
-from dvtool.predicate import arrow, parse, spark
+from dvtool.predicate import ansi, arrow, parse, spark
 from dvtool.predicate.skipping import Match, Skipper
 from dvtool.predicate.statistics import ColumnStats, stats_cover, stats_from_json
 from dvtool.predicate.tree import Expr, columns
@@ -64,6 +67,7 @@ class Predicate:
         ignores for some field it reads (a type change, a collated string): only nullCount."""
         self._skipper = Skipper(expr)
         self._arrow: pc.Expression | None = None
+        self._checks: list[ansi.Check] | None = None
 
     @classmethod
     def parse(
@@ -99,7 +103,9 @@ class Predicate:
         parse with `json.loads(text, parse_float=Decimal)` only when the writer prints
         decimals exactly (Delta Spark does; delta-rs writes rounded doubles). The min/max of
         `columns_without_min_max` are never used. Raises LogError for a partition value that
-        is not valid for its column type.
+        is not valid for its column type, and InvalidInputError for one that a strict cast of
+        the predicate cannot read (`part > 5` on a string partition column holding 'x').
+        Never ALL while a strict cast reads data columns: the rows must be checked (ansi.py).
         """
         num_records, column_stats = stats_from_json(stats, self._skipper.data_paths)
         if num_records == 0:
@@ -151,12 +157,19 @@ class Predicate:
         """The predicate as a pyarrow compute expression over physical column names."""
         if self._arrow is None:
             self._arrow = arrow.to_arrow_expression(self.expr)
+            self._checks = ansi.strict_checks(self.expr)
         return self._arrow
 
     def filter(self, table: pa.Table) -> pa.Table:
         """The rows of `table` (columns by physical name) where the predicate is TRUE: what
-        `table.filter(self.to_arrow())` gives, without importing pandas (see arrow.py)."""
-        return arrow.filter_table(table, self.to_arrow())
+        `table.filter(self.to_arrow())` gives, without importing pandas (see arrow.py).
+
+        Raises `InvalidInputError` (a PredicateError) when a row holds a string that a cast
+        of the predicate cannot read, where ANSI Spark fails (see ansi.py); its message names
+        no file: the engine adds it with `located`."""
+        expression = self.to_arrow()
+        ansi.raise_invalid(self._checks or [], table)
+        return arrow.filter_table(table, expression)
 
     def to_spark_sql(self) -> str:
         """The predicate as Spark SQL over backquoted logical column names."""

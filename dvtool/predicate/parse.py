@@ -204,7 +204,11 @@ class Binder:
     def _common_type(self, exprs: Sequence[Expr], message: str) -> SqlType:
         """Spark's common type of the operands (integer literals meeting decimals count with
         only the digits they have, like Spark's DecimalType.fromLiteral)."""
-        has_decimal = any(is_decimal(e.type) for e in exprs)
+        # With a string among them, Spark folds the types in order as they are (`name IN
+        # (1, 2.5)` is read as DECIMAL(21,1): BIGINT for the string and 1, then the decimal).
+        has_decimal = any(is_decimal(e.type) for e in exprs) and all(
+            e.type != STRING for e in exprs
+        )
         result = NULL
         for e in exprs:
             t = _literal_decimal_type(e) if has_decimal else e.type
@@ -263,7 +267,7 @@ class Binder:
             dated = self.datetime.arith(op, node)
             if dated is not None:
                 return dated
-        left, right = self.bind(node.this), self.bind(node.expression)
+        left, right = self._string_operands(self.bind(node.this), self.bind(node.expression))
         if is_decimal(left.type) or is_decimal(right.type):
             left = self.cast(left, _literal_decimal_type(left))
             right = self.cast(right, _literal_decimal_type(right))
@@ -277,6 +281,17 @@ class Binder:
         else:
             left, right = self.cast(left, result), self.cast(right, result)
         return self.finish(Arith(op, left, right, result))
+
+    def _string_operands(self, left: Expr, right: Expr) -> tuple[Expr, Expr]:
+        """Spark's ANSI promotion of a string operand of arithmetic with a number: read as a
+        BIGINT beside an integral type, else as a DOUBLE (`name + 1`, `name * 1.5`)."""
+        for a, b in ((left, right), (right, left)):
+            if a.type == STRING and is_numeric(b.type):
+                promoted = common_type(a.type, b.type)
+                assert promoted is not None
+                a_cast = self.cast(a, promoted)
+                return (a_cast, b) if a is left else (b, a_cast)
+        return left, right
 
     def _decimal_operand(self, expr: Expr) -> Expr:
         if is_integral(expr.type):
@@ -293,15 +308,16 @@ class Binder:
         return self.cast(child, target, strict=not node.args.get("safe"))
 
     def cast(self, expr: Expr, target: SqlType, *, strict: bool = True) -> Expr:
-        """`expr` as type `target`. Constants are converted now: a constant that does not
-        convert is an error (as in ANSI Spark) unless `strict` is off (TRY_CAST)."""
+        """`expr` as type `target`. As in ANSI Spark, a value that does not convert is an
+        error unless `strict` is off (TRY_CAST): now for a constant; for a string read from
+        the table, when the rows are evaluated (`Cast.strict`, see ansi.py)."""
         if expr.type == target:
             return expr
         if expr.type != NULL and not can_cast(expr.type, target):
             raise PredicateError(f"cannot convert {expr.type} to {target}")
         if isinstance(expr, Literal) and is_integral(expr.type) and is_integral(target):
             return self._integral_literal(expr, target, strict)
-        cast = Cast(expr, target)
+        cast = Cast(expr, target, strict=strict and expr.type == STRING and target != BINARY)
         if not isinstance(expr, Literal):
             return self.finish(cast)
         folded = self._fold(cast)
@@ -366,7 +382,15 @@ class Binder:
     # --- folding ----------------------------------------------------------------------------
 
     def finish(self, expr: Expr) -> Expr:
-        """`expr`, or the Literal it always equals when it references no columns."""
+        """`expr`, or the Literal it always equals when it references no columns.
+
+        As Spark's BooleanSimplification, `x AND FALSE` is FALSE and `x OR TRUE` is TRUE
+        without evaluating x (so a strict cast in x never fails, see ansi.py)."""
+        if isinstance(expr, (And, Or)):
+            absorbing = isinstance(expr, Or)
+            for side in (expr.left, expr.right):
+                if isinstance(side, Literal) and side.value is absorbing:
+                    return Literal(absorbing, BOOLEAN)
         if isinstance(expr, Literal) or columns(expr):
             return expr
         return self._fold(expr)

@@ -9,7 +9,8 @@ Kleene logic, so the predicate's range says which of TRUE, FALSE and NULL rows m
 Everything over-approximates, so the answer is sound: anything unknown (a missing statistic, a
 function the visitor cannot bound) widens to "any value, maybe NULL". Subtrees that reference
 only partition columns are evaluated exactly with the arrow code (once per distinct partition
-tuple), so partition-only predicates always give ALL or NONE.
+tuple), so partition-only predicates always give ALL or NONE; strict casts (ansi.py) are
+checked there. A strict cast of a data column keeps files from ALL: the rows must be checked.
 
 Column statistics become sound bounds in statistics.py (truncated strings and timestamps,
 NaN, decimals as JSON floats); `nullCount` says something only when it is 0 (no NULLs) or
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 
 from dvtool.core import arrow_values
 from dvtool.errors import LogError
-from dvtool.predicate import arrow, casts, datetime_bounds
+from dvtool.predicate import ansi, arrow, casts, datetime_bounds
 from dvtool.predicate.sqltypes import STRING, SqlType, is_floating, is_integral, to_arrow
 from dvtool.predicate.statistics import ColumnStats
 from dvtool.predicate.tree import (
@@ -430,6 +431,8 @@ class Skipper:
         self.partition_types = {c.physical[0]: c.type for c in self.partition_nodes}
         self.subtrees = _partition_only_subtrees(expr)
         self._subtree_exprs = [arrow.to_arrow_expression(s) for s in self.subtrees]
+        self._subtree_checks = [c for s in self.subtrees for c in ansi.strict_checks(s)]
+        self.reads_rows_strictly = ansi.reads_data_strictly(expr)  # never ALL, see above
         self._rows: dict[tuple[str | None, ...], PartitionRow] = {}
         self._in_options: dict[int, InOptions] = {}
 
@@ -451,6 +454,7 @@ class Skipper:
             table = pa.Table.from_arrays(
                 [pa.repeat(s, 1) for s in scalars.values()], names=list(scalars)
             )
+            ansi.raise_invalid(self._subtree_checks, table, "a partition value")
             results = arrow.evaluate(self._subtree_exprs, table)
             exact.update(
                 {
@@ -469,7 +473,10 @@ class Skipper:
         if partition_values is not None and self.partition_types:
             exact = self.partition_row(partition_values).exact
         visitor = RangeVisitor(stats, exact, self._in_options)
-        return match_of(visitor.visit(self.expr))
+        verdict = match_of(visitor.visit(self.expr))
+        if verdict is Match.ALL and self.reads_rows_strictly:
+            return Match.SOME
+        return verdict
 
 
 def parse_partition_values(

@@ -8,8 +8,10 @@ re-derives types nor depends on operator precedence. Literals carry their exact 
 text as the same decimal, else as a CAST. Parsing the text again gives an equal tree.
 
 Where ANSI Spark fails a statement at run time but dvtool yields NULL (division or remainder
-by zero, a CAST of a value that does not convert), the text says `try_divide`, `try_mod` and
-`TRY_CAST`, so Spark computes exactly what dvtool computes, row for row.
+by zero, a CAST of a number that does not fit), the text says `try_divide`, `try_mod` and
+`TRY_CAST`, so Spark computes exactly what dvtool computes, row for row. A strict cast of a
+string (`Cast.strict`: `name > 5` reads `name` as a BIGINT) stays `CAST`: it fails in Spark
+where it fails in dvtool (ansi.py).
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ class SparkSqlVisitor(Visitor[str]):
         return f"(- {self.visit(node.child)})"
 
     def visit_cast(self, node: Cast) -> str:
-        keyword = "TRY_CAST" if may_fail(node.child.type, node.type) else "CAST"
+        try_cast = may_fail(node.child.type, node.type) and not node.strict
+        keyword = "TRY_CAST" if try_cast else "CAST"
         return f"{keyword}({self.visit(node.child)} AS {type_sql(node.type)})"
 
     def visit_func(self, node: Func) -> str:

@@ -218,10 +218,18 @@ class Neg(Expr):
 
 @dataclass(frozen=True)
 class Cast(Expr):
-    """`CAST(child AS sql_type)`, explicit or implicit; NULL where the value does not convert."""
+    """`CAST(child AS sql_type)`, explicit or implicit; NULL where the value does not convert,
+    unless `strict`.
+
+    `strict` marks Spark's ANSI CAST of a string (explicit, or implicit as in `name > 5`): a
+    string that is not a valid value of the target type fails the command (Spark's
+    CAST_INVALID_INPUT, see ansi.py) instead of becoming NULL. TRY_CAST and casts from other
+    types are never strict.
+    """
 
     child: Expr
     sql_type: SqlType
+    strict: bool = False
 
     @property
     def type(self) -> SqlType:

@@ -5,7 +5,9 @@ messages that span a JVM stack trace. The engine promises a `SparkEngineError` w
 is the one line that says most - the exception a Python worker raised (the last line of the
 Python traceback Spark's message carries), else Spark's own - while dvtool's own errors and
 dvtool bugs still surface as themselves. When a Python worker could not import a module, the
-error's hint says so: "executors cannot import X: ...".
+error's hint says so: "executors cannot import X: ...". Spark's CAST_INVALID_INPUT (a
+`--where` string that is no number, as `name > 5` reads it) is a PredicateError, as in the
+arrow engine (dvtool.predicate.ansi).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 
-from dvtool.errors import DvtoolError
+from dvtool.errors import DvtoolError, PredicateError
 
 _TRACEBACK = "Traceback (most recent call last):"
 # The line that ends a Python traceback: `name: message` or a bare exception name, unindented.
@@ -40,6 +42,12 @@ def spark_errors(action: str) -> Iterator[None]:
         if top not in ("pyspark", "py4j", "grpc"):
             raise
         line = _one_line(exc)
+        if "[CAST_INVALID_INPUT]" in line:  # --where read a string that is no number (ansi.py)
+            raise PredicateError(
+                f"cannot {action} with Spark: {line}",
+                hint="compare the column with a string literal ('5', not 5), or cast it "
+                "explicitly with try_cast, which reads invalid values as NULL",
+            ) from exc
         raise SparkEngineError(f"cannot {action} with Spark: {line}", _hint(exc)) from exc
 
 
