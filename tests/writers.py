@@ -1676,33 +1676,46 @@ def variant_table(path: Path, *, shredded: bool = False) -> Path:
             b"org.apache.spark.version", b"4.0.0"
         )
         engine = f"Apache-Spark/{spark_version.decode()} Delta-Lake/4.0.0"
-        size = target.stat().st_size
         stats = delta_stats(data, VARIANT_FIELDS, tight_bounds=True)
-        head: list[Action] = []
-        if number == 0:
-            head = [
-                metadata_action(VARIANT_FIELDS, configuration=configuration, created_time=created),
-                protocol(features, features),
-            ]
-        log.commit(
-            [
-                _delta_spark_commit_info(
-                    log,
-                    "WRITE",
-                    {"mode": "ErrorIfExists" if number == 0 else "Append", "partitionBy": "[]"},
-                    {
-                        "numFiles": "1",
-                        "numOutputRows": str(data.num_rows),
-                        "numOutputBytes": str(size),
-                    },
-                    blind_append=True,
-                    engine=engine,
-                ),
-                *head,
-                _DataFile(target.name, size, stats, []).add(path),
-            ]
-        )
+        table = (VARIANT_FIELDS, features, configuration, created)
+        _commit_spark_write(log, path, number, target, data.num_rows, stats, table, engine)
     return path
+
+
+def _commit_spark_write(
+    log: DeltaLog,
+    path: Path,
+    number: int,
+    target: Path,
+    rows: int,
+    stats: str,
+    table: tuple[list[Any], list[str], dict[str, str], int],
+    engine: str,
+) -> None:
+    """Commit `target` as Delta Spark logs a WRITE of one file: commit 0 creates the table
+    (`table`: its fields, reader/writer features, configuration and creation time)."""
+    fields, features, configuration, created = table
+    size = target.stat().st_size
+    head: list[Action] = []
+    if number == 0:
+        head = [
+            metadata_action(fields, configuration=configuration, created_time=created),
+            protocol(features, features),
+        ]
+    log.commit(
+        [
+            _delta_spark_commit_info(
+                log,
+                "WRITE",
+                {"mode": "ErrorIfExists" if number == 0 else "Append", "partitionBy": "[]"},
+                {"numFiles": "1", "numOutputRows": str(rows), "numOutputBytes": str(size)},
+                blind_append=True,
+                engine=engine,
+            ),
+            *head,
+            _DataFile(target.name, size, stats, []).add(path),
+        ]
+    )
 
 
 # -- INT96 timestamps from real Spark -----------------------------------------------------------
@@ -1831,30 +1844,9 @@ def spark_int96_table(path: Path) -> Path:
         target = path / f"part-0000{number}-{uuid.uuid4()}-c000.snappy.parquet"
         shutil.copyfile(_spark_part_file(files / name), target)
         data = pq.read_table(target, coerce_int96_timestamp_unit="us")
-        size = target.stat().st_size
         stats = delta_stats(data, stats_fields, tight_bounds=True)
-        head: list[Action] = []
-        if number == 0:
-            head = [
-                metadata_action(INT96_FIELDS, configuration=configuration, created_time=created),
-                protocol(features, features),
-            ]
-        log.commit(
-            [
-                _delta_spark_commit_info(
-                    log,
-                    "WRITE",
-                    {"mode": "ErrorIfExists" if number == 0 else "Append", "partitionBy": "[]"},
-                    {
-                        "numFiles": "1",
-                        "numOutputRows": str(data.num_rows),
-                        "numOutputBytes": str(size),
-                    },
-                    blind_append=True,
-                    engine=DELTA_SPARK_4_ENGINE,
-                ),
-                *head,
-                _DataFile(target.name, size, stats, []).add(path),
-            ]
+        table = (INT96_FIELDS, features, configuration, created)
+        _commit_spark_write(
+            log, path, number, target, data.num_rows, stats, table, DELTA_SPARK_4_ENGINE
         )
     return path

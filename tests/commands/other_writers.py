@@ -54,11 +54,12 @@ def deltalake_rows(path: Path) -> list[tuple[Any, ...]]:
     return canon(pa.table(result.read_all()).to_pylist())
 
 
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested stats or rows as one level, keys joined with dots (`a.b`)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -80,9 +81,9 @@ def check_stats(path: Path, add: dict[str, Any], partition_columns: Sequence[str
     """The add's stats describe its file exactly: numRecords, and min/max of every leaf (by
     physical name, partition columns excluded), from the file read directly with pyarrow."""
     stats = json.loads(add["stats"], parse_float=Decimal, parse_int=Decimal)
-    rows = [_flatten(r) for r in pq.read_table(path / add["path"]).to_pylist()]
+    rows = [flatten(r) for r in pq.read_table(path / add["path"]).to_pylist()]
     assert stats["numRecords"] == len(rows)
-    mins, maxs = _flatten(stats["minValues"]), _flatten(stats["maxValues"])
+    mins, maxs = flatten(stats["minValues"]), flatten(stats["maxValues"])
     leaves = {k for r in rows for k, v in r.items() if v is not None} - set(partition_columns)
     assert set(mins) == set(maxs) == leaves
     for leaf in leaves:

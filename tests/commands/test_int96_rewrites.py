@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from tests.commands.other_writers import committing, deltalake_rows, dvtool, live_adds
+from tests.commands.other_writers import committing, deltalake_rows, dvtool, flatten, live_adds
 from tests.oracles import canon, raw_rows
 from tests.writers import spark_int96_table
 
@@ -54,16 +54,6 @@ def _polars_rows(table: Path) -> list[tuple[Any, ...]]:
     return canon(rows)
 
 
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _stat_text(value: Any) -> Any:
     """A value as Delta's JSON stats hold it: timestamps in UTC milliseconds, floored."""
     if isinstance(value, dt.datetime):
@@ -77,9 +67,9 @@ def _stat_text(value: Any) -> Any:
 def _check_stats(table: Path, add: dict[str, Any]) -> None:
     """The add's min/max are those of the values its file holds (read with pyarrow)."""
     stats = json.loads(add["stats"], parse_float=Decimal)
-    rows = [_flatten(r) for r in pq.read_table(table / add["path"]).to_pylist()]
+    rows = [flatten(r) for r in pq.read_table(table / add["path"]).to_pylist()]
     assert stats["numRecords"] == len(rows)
-    mins, maxs = _flatten(stats["minValues"]), _flatten(stats["maxValues"])
+    mins, maxs = flatten(stats["minValues"]), flatten(stats["maxValues"])
     assert {"valid_to", "valid_from", "day", "span.start", "span.end", "wide"} <= set(mins)
     for leaf in mins:
         values = [r[leaf] for r in rows if r.get(leaf) is not None]
