@@ -196,14 +196,46 @@ def _integral_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Exp
 
 
 def _decimal_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
+    digits, scale = src.precision - src.scale, src.scale
     if dst.scale < src.scale:
-        # Rounding may carry into a new integer digit (9.99 -> 10.0): make room for it first.
-        src = decimal(min(src.precision + 1, MAX_PRECISION), src.scale)
-        x = pc.round(x.cast(to_arrow(src)), ndigits=dst.scale, round_mode="half_towards_infinity")
-    if src.precision - src.scale > dst.precision - dst.scale:
-        lo, hi = integer_digit_limit(src.scale, dst.precision - dst.scale)
-        x = _where(decimal_between(x, src.scale, lo, hi), x, src)
+        x, digits, scale = _rounded_half_up(x, src, dst.scale), digits + 1, dst.scale
+    if digits > dst.precision - dst.scale:
+        lo, hi = integer_digit_limit(scale, dst.precision - dst.scale)
+        held = pa.decimal256(digits + scale, scale)
+        x = pc.if_else(decimal_between(x, scale, lo, hi), x.cast(held), constant(None, held))
     return x.cast(to_arrow(dst), safe=False)
+
+
+# pyarrow (26) lowers a decimal's scale wrongly when it drops 14 or more digits at once from
+# values near 2**63 or 2**64: 18446744073709551615.5 at scale 18 cast to scale 0 gives
+# 18446744068757791458, and `pc.round` is off the same way (9223372036854775807 at scale 18
+# rounded to 1 digit gives 9223372036235805787.4). Dropped at most 8 digits at a time, the
+# result is exact (tests/predicate/test_decimal_rounding.py checks it against Python's Decimal).
+_SCALE_STEP = 8
+
+
+def _truncated(x: pc.Expression, digits: int, scale: int, to: int) -> pc.Expression:
+    """A decimal256 `x` with `digits` integer digits at `scale`, truncated toward zero to
+    scale `to` (< `scale`), `_SCALE_STEP` digits at a time."""
+    while scale > to:
+        scale = max(to, scale - _SCALE_STEP)
+        x = x.cast(pa.decimal256(max(1, digits + scale), scale), safe=False)
+    return x
+
+
+def _rounded_half_up(x: pc.Expression, src: SqlType, scale: int) -> pc.Expression:
+    """`x` (decimal `src`) rounded half away from zero (Spark's HALF_UP) to `scale` digits,
+    as a decimal256 with one more integer digit (9.95 -> 10.0). HALF_UP only looks at the
+    first digit dropped: truncate to one digit past `scale`, add or subtract 5 there, and
+    truncate that digit too."""
+    digits = src.precision - src.scale
+    wide = x.cast(pa.decimal256(src.precision, src.scale))
+    kept = pa.decimal256(digits + 1 + scale + 1, scale + 1)
+    y = _truncated(wide, digits, src.scale, scale + 1).cast(kept)
+    half = Decimal(5).scaleb(-(scale + 1))
+    zero = constant(Decimal(0), kept)
+    nudged = pc.add(y, pc.if_else(pc.less(y, zero), constant(-half, kept), constant(half, kept)))
+    return _truncated(nudged.cast(kept), digits + 1, scale + 1, scale)
 
 
 def _string_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
