@@ -46,6 +46,7 @@ from dvtool.predicate.sqltypes import (
     INTERVAL_MICROS,
     INTERVAL_MONTHS,
     SqlType,
+    decimal,
     exact_decimal_result,
     is_atomic,
     is_decimal,
@@ -189,11 +190,13 @@ def _wide_decimal_arith(node: Arith, a: pc.Expression, b: pc.Expression) -> pc.E
     result = _CHECKED[node.op](wide_a, wide_b)
     precision, scale = exact_decimal_result(node.op, ta, tb)
     if t.scale < scale:
-        result = pc.round(result, ndigits=t.scale, round_mode="half_towards_infinity")
+        # not pc.round: pyarrow rounds wrongly near 2**63 and 2**64 (casts.rounded_half_up)
+        result = casts.rounded_half_up(result, decimal(precision, scale), t.scale)
+        precision, scale = min(precision - scale + 1 + t.scale, 76), t.scale
     lo, hi = casts.integer_digit_limit(scale, t.precision - t.scale)
     fits = casts.decimal_between(result, scale, lo, hi)
-    missing = constant(None, pa.decimal256(precision, scale))
-    return pc.if_else(fits, result, missing).cast(to_arrow(t), safe=False)
+    held = pa.decimal256(precision, scale)
+    return pc.if_else(fits, result.cast(held), constant(None, held)).cast(to_arrow(t), safe=False)
 
 
 class ArrowVisitor(Visitor[pc.Expression]):

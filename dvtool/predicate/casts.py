@@ -198,7 +198,7 @@ def _integral_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Exp
 def _decimal_to_decimal(x: pc.Expression, src: SqlType, dst: SqlType) -> pc.Expression:
     digits, scale = src.precision - src.scale, src.scale
     if dst.scale < src.scale:
-        x, digits, scale = _rounded_half_up(x, src, dst.scale), digits + 1, dst.scale
+        x, digits, scale = rounded_half_up(x, src, dst.scale), digits + 1, dst.scale
     if digits > dst.precision - dst.scale:
         lo, hi = integer_digit_limit(scale, dst.precision - dst.scale)
         held = pa.decimal256(digits + scale, scale)
@@ -219,18 +219,18 @@ def _truncated(x: pc.Expression, digits: int, scale: int, to: int) -> pc.Express
     scale `to` (< `scale`), `_SCALE_STEP` digits at a time."""
     while scale > to:
         scale = max(to, scale - _SCALE_STEP)
-        x = x.cast(pa.decimal256(max(1, digits + scale), scale), safe=False)
+        x = x.cast(pa.decimal256(min(max(1, digits + scale), _WIDE_DECIMAL), scale), safe=False)
     return x
 
 
-def _rounded_half_up(x: pc.Expression, src: SqlType, scale: int) -> pc.Expression:
+def rounded_half_up(x: pc.Expression, src: SqlType, scale: int) -> pc.Expression:
     """`x` (decimal `src`) rounded half away from zero (Spark's HALF_UP) to `scale` digits,
     as a decimal256 with one more integer digit (9.95 -> 10.0). HALF_UP only looks at the
     first digit dropped: truncate to one digit past `scale`, add or subtract 5 there, and
     truncate that digit too."""
     digits = src.precision - src.scale
-    wide = x.cast(pa.decimal256(src.precision, src.scale))
-    kept = pa.decimal256(digits + 1 + scale + 1, scale + 1)
+    wide = x.cast(pa.decimal256(min(src.precision, _WIDE_DECIMAL), src.scale))
+    kept = pa.decimal256(min(digits + 1 + scale + 1, _WIDE_DECIMAL), scale + 1)
     y = _truncated(wide, digits, src.scale, scale + 1).cast(kept)
     half = Decimal(5).scaleb(-(scale + 1))
     zero = constant(Decimal(0), kept)
