@@ -1559,12 +1559,12 @@ VARIANT_FIELDS = [
     delta_field("v", "variant"),
 ]
 
-_SPARK_SCRIPT = r"""
+# The local session both fixture scripts start (one core, loopback only, UTC).
+_SPARK_SESSION = r"""
 import sys
 from pyspark.sql import SparkSession
 
-source, out, shredding = sys.argv[1], sys.argv[2], sys.argv[3]
-spark = (
+builder = (
     SparkSession.builder.master("local[1]")
     .appName("dvtool-test-fixtures")
     .config("spark.ui.enabled", "false")
@@ -1572,8 +1572,14 @@ spark = (
     .config("spark.driver.bindAddress", "127.0.0.1")
     .config("spark.sql.shuffle.partitions", "1")
     .config("spark.sql.session.timeZone", "UTC")
-    .getOrCreate()
 )
+"""
+
+_SPARK_SCRIPT = (
+    _SPARK_SESSION
+    + r"""
+source, out, shredding = sys.argv[1], sys.argv[2], sys.argv[3]
+spark = builder.getOrCreate()
 try:
     rows = spark.read.schema("id bigint, name string, json string, file string").json(source)
 
@@ -1589,6 +1595,7 @@ try:
 finally:
     spark.stop()
 """
+)
 
 _spark_cache: Path | None = None
 
@@ -1767,19 +1774,12 @@ INT96_VALUES = [
      "12.34", "123456.789012", "12345678901234567890.123456789012345678"),
 ]  # fmt: skip
 
-_INT96_SCRIPT = r"""
-import sys
-from pyspark.sql import SparkSession
-
+_INT96_SCRIPT = (
+    _SPARK_SESSION
+    + r"""
 out, values = sys.argv[1], sys.argv[2]
 spark = (
-    SparkSession.builder.master("local[1]")
-    .appName("dvtool-test-fixtures")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .config("spark.sql.shuffle.partitions", "1")
-    .config("spark.sql.session.timeZone", "UTC")
+    builder
     .config("spark.sql.parquet.outputTimestampType", "INT96")
     .config("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
     .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
@@ -1802,6 +1802,7 @@ try:
 finally:
     spark.stop()
 """
+)
 
 _int96_cache: Path | None = None
 
