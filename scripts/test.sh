@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh clone: creates the virtual environment (.venv, or
-# $DVTOOL_VENV), installs dvtool with its test extras, then runs ruff, mypy and pytest.
+# $DVTOOL_VENV), installs dvtool with its test extras, then runs ruff, mypy, fetches the
+# reference engines' jars (Delta Spark, Iceberg Spark, Paimon; once per machine) and runs pytest.
 # Extra arguments go to pytest (e.g. `scripts/test.sh -k inspect`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,7 @@ echo "== ruff"
 "$venv/bin/ruff" format --check dvtool tests scripts
 echo "== mypy"
 "$venv/bin/mypy"
+echo "== reference engines (jars fetched once into ~/.cache/dvtool-tests/jvm)"
+"$venv/bin/python" -m tests.engines.jvm_engines fetch
 echo "== pytest"
 "$venv/bin/python" -m pytest -q -n 2 --dist loadgroup "$@"

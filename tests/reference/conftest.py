@@ -1,0 +1,55 @@
+"""Fixtures for the reference-engine tests: one session per engine per test process.
+
+Every test under tests/reference/ is marked `reference_engines` and put in one xdist group,
+so with `pytest -n 2 --dist loadgroup` one worker runs them all and each engine's JVM starts
+once per run (about 6 s with the jars cached; the first run on a machine fetches them). The
+sessions are started on first use and stopped (by process group) when the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, start
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.reference_engines)
+            item.add_marker(pytest.mark.xdist_group("reference-engines"))
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
+    """Delta Spark (io.delta:delta-spark) in a local[2] session."""
+    session = start(DELTA_SPARK, tmp_path_factory.mktemp("delta-spark"))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
+    """Iceberg's Spark runtime in a local[2] session; catalog `local` (Hadoop, path-based)."""
+    session = start(ICEBERG_SPARK, tmp_path_factory.mktemp("iceberg-spark"))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def paimon_java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
+    """Paimon's Java API (paimon-bundle) in a plain local Spark session's JVM."""
+    session = start(PAIMON_JAVA, tmp_path_factory.mktemp("paimon-java"))
+    try:
+        yield session
+    finally:
+        session.stop()
