@@ -317,13 +317,6 @@ class DVEncodingError(DeletionVectorError):
     problem = "deletion vector bytes are malformed"
 
 
-class CheckFailedError(DvtoolError):
-    """A `--check` gate did not hold; CI scripts key on exit code 3."""
-
-    kind = "check-failed"
-    fallback_hint = "Maintain the table (`dvtool maintain {table}`), or raise the gate's limit."
-
-
 class PredicateError(DvtoolError):
     """A `--where` predicate cannot be parsed, names unknown columns, or has a type error."""
 

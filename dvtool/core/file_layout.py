@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dvtool.core.actions import DomainMetadata, Metadata, Protocol
+from dvtool.core.features import configuration_flag
 from dvtool.core.row_tracking import materialized_columns
 from dvtool.core.schema import StructType
 from dvtool.core.stats_collect import parse_column_list, physical_column_paths
@@ -56,15 +57,11 @@ _MATERIALIZING_PROPERTIES = (
 )
 
 
-def _is_true(value: object) -> bool:
-    return isinstance(value, str) and value.strip().lower() == "true"
-
-
 def materializes_partitions(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
     """Whether new data files must hold the partition columns too."""
     if "materializePartitionColumns" in (protocol.writer_features or ()):
         return True
-    return any(_is_true(configuration.get(key)) for key in _MATERIALIZING_PROPERTIES)
+    return any(configuration_flag(configuration, key) for key in _MATERIALIZING_PROPERTIES)
 
 
 def table_codec(configuration: Mapping[str, str]) -> str | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dvtool.core.actions import DomainMetadata, Protocol
+from dvtool.core.features import configuration_flag
 from dvtool.errors import LogError
 
 DOMAIN = "delta.rowTracking"
@@ -36,14 +37,10 @@ PRESERVED_TAG = "delta.rowTracking.preserved"
 NO_HIGH_WATER_MARK = -1
 
 
-def _is_true(value: object) -> bool:
-    return isinstance(value, str) and value.strip().lower() == "true"
-
-
 def assigns_row_ids(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
     """Whether writers must assign fresh row IDs: supported and not suspended."""
     features = protocol.writer_features or ()
-    return "rowTracking" in features and not _is_true(configuration.get(SUSPENDED_KEY))
+    return "rowTracking" in features and not configuration_flag(configuration, SUSPENDED_KEY)
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,8 @@ def materialized_columns(
     LogError when row tracking is enabled without the column names, which the protocol
     requires before `delta.enableRowTracking` may be set.
     """
-    if not assigns_row_ids(protocol, configuration) or not _is_true(configuration.get(ENABLED_KEY)):
+    enabled = configuration_flag(configuration, ENABLED_KEY)
+    if not assigns_row_ids(protocol, configuration) or not enabled:
         return None
     row_id = configuration.get(ROW_ID_COLUMN_KEY)
     version = configuration.get(COMMIT_VERSION_COLUMN_KEY)
