@@ -2,7 +2,8 @@
 
 - dvtool.core is the pure protocol core: stdlib (minus IO modules), pyarrow as a data
   structure (not its IO modules), numpy (the Roaring codec), pyroaring, and dvtool.core /
-  dvtool.errors only. No `open()`.
+  dvtool.errors only. No `open()`. The same holds for the format protocol modules outside
+  it (`PURE_FORMAT_MODULES`: Iceberg's Puffin codec).
 - Command modules (dvtool.commands) never import click or rich: they return result objects.
 - The layers under the commands (dvtool.log, dvtool.storage, dvtool.data_files,
   dvtool.engines, dvtool.predicate) never import the commands, the CLI or the renderers,
@@ -77,7 +78,13 @@ def _is_forbidden_in_core(name: str) -> bool:
     return top not in sys.stdlib_module_names and top not in CORE_ALLOWED_THIRD_PARTY
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE / "core"), ids=lambda p: p.name)
+# Format protocol modules outside dvtool.core (pure bytes and JSON, like the core).
+PURE_FORMAT_MODULES = [PACKAGE / "iceberg" / "puffin.py"]
+
+
+@pytest.mark.parametrize(
+    "path", _modules(PACKAGE / "core") + PURE_FORMAT_MODULES, ids=lambda p: p.name
+)
 def test_core_is_pure(path: Path) -> None:
     bad = sorted(n for n in _imports(path) if _is_forbidden_in_core(n))
     assert not bad, f"{path.name} imports {bad}: the protocol core must do no IO"
@@ -90,7 +97,7 @@ def test_commands_do_not_render(path: Path) -> None:
     assert not bad, f"{path.name} imports {bad}: commands return results, cli.py renders"
 
 
-LOWER_LAYERS = ("log", "storage", "data_files", "engines", "predicate")
+LOWER_LAYERS = ("log", "storage", "data_files", "engines", "predicate", "iceberg")
 UPPER_LAYERS = ("dvtool.commands", "dvtool.cli", "dvtool.render", "dvtool.api")
 
 

@@ -245,16 +245,24 @@ def bitmap_rows(rows: BitMap64) -> np.ndarray:
     return np.frombuffer(rows.to_array(), dtype=np.uint64)
 
 
+def encode_dv_entry(rows: BitMap64) -> bytes:
+    """One framed DV: big-endian size, magic and bitmap, big-endian CRC-32 of those.
+
+    The framing of a Delta DV file entry and, byte for byte, of an Iceberg
+    `deletion-vector-v1` Puffin blob.
+    """
+    payload = serialize_bitmap(rows)
+    return _UINT32_BE.pack(len(payload)) + payload + _UINT32_BE.pack(zlib.crc32(payload))
+
+
 def encode_dv_file(bitmaps: Sequence[BitMap64]) -> tuple[bytes, list[tuple[int, int]]]:
     """Build a DV file holding `bitmaps`; also return each one's (offset, size_in_bytes)."""
     out = bytearray([FILE_FORMAT_VERSION])
     placements: list[tuple[int, int]] = []
     for rows in bitmaps:
-        payload = serialize_bitmap(rows)
-        placements.append((len(out), len(payload)))
-        out += _UINT32_BE.pack(len(payload))
-        out += payload
-        out += _UINT32_BE.pack(zlib.crc32(payload))
+        entry = encode_dv_entry(rows)
+        placements.append((len(out), len(entry) - ENTRY_OVERHEAD))
+        out += entry
     return bytes(out), placements
 
 

@@ -1,0 +1,1 @@
+"""Apache Iceberg: the protocol pieces dvtool reads and writes (Puffin deletion vectors)."""
