@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, start
+from tests.reference import iceberg_tables as iceberg_tables_module
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,3 +55,13 @@ def paimon_java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_tables(
+    iceberg_spark: JvmSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The Iceberg tables of tests/reference/iceberg_tables.py with their manifest entries,
+    built once per run in `iceberg_spark`'s catalog: read-only (see that module)."""
+    out = tmp_path_factory.mktemp("iceberg-tables")
+    return iceberg_tables_module.load_manifest(iceberg_tables_module.build_all(iceberg_spark, out))
