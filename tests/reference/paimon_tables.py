@@ -19,8 +19,12 @@ vectors, so after the three commits the DVs are in deletion files under `index/`
   deletion files deleted) and one orphan file left in a bucket folder (a copy of a data file
   under a name no snapshot references), as a failed write would leave it.
 
-Paimon's Java API has no delete for append tables (only the Spark and Flink SQL do), so
-there is no append table with DVs here.
+- `append_dv`: append table (no primary key, `bucket` -1), `deletion-vectors.enabled`, two
+  inserts of 30 rows, then the rows with id = 0 mod 7 deleted by deletion vectors. Paimon's
+  Java API has no DELETE for append tables (Spark's and Flink's SQL do), so the builder
+  does what Paimon's Spark writer does: finds the rows' positions in the data files (here
+  with pyarrow), and commits DVs through `BaseAppendDeleteFileMaintainer` and a
+  `CommitMessageImpl` with the new index files.
 
 Every table comes with its expected rows, computed in Python from what the batches intend
 (`expected_rows`); `paimon-manifest.json` in OUT holds, per table, its path, options and
@@ -39,6 +43,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, start
 
@@ -70,6 +76,8 @@ class TableSpec:
     expire: bool = False
     orphan: bool = False
     batches: tuple[tuple[Change, ...], ...] = field(default=BATCHES)
+    # Append tables: delete the rows whose id is a multiple of this, by deletion vectors.
+    delete_multiples_of: int = 0
 
 
 DV = {"deletion-vectors.enabled": "true"}
@@ -81,21 +89,30 @@ SPECS = (
     TableSpec(
         "pk_dv_expired", ("id", "part"), ("part",), {**DV, "bucket": "2"}, expire=True, orphan=True
     ),
+    TableSpec(
+        "append_dv",
+        (),
+        (),
+        {**DV, "bucket": "-1"},
+        batches=(BATCHES[0][:30], BATCHES[0][30:]),
+        delete_multiples_of=7,
+    ),
 )
 
 
 def expected_rows(spec: TableSpec) -> list[dict[str, Any]]:
-    """The rows the batches intend, sorted by id (upsert or delete by primary key)."""
+    """The rows the batches intend, sorted by id: upserts and deletes by primary key, or for
+    an append table every insert but the deleted multiples."""
     state: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for batch in spec.batches:
-        for kind, i, part, v in batch:
-            row = {"id": i, "part": part, "v": v}
-            key = tuple(row[k] for k in spec.primary_keys)
-            if kind == "+I":
-                state[key] = row
-            else:
-                state.pop(key, None)
-    return sorted(state.values(), key=lambda r: r["id"])
+    for n, (kind, i, part, v) in enumerate(c for batch in spec.batches for c in batch):
+        row = {"id": i, "part": part, "v": v}
+        key = tuple(row[k] for k in spec.primary_keys) or (n,)
+        if kind == "+I":
+            state[key] = row
+        else:
+            state.pop(key, None)
+    k = spec.delete_multiples_of
+    return sorted((r for r in state.values() if not k or r["id"] % k), key=lambda r: r["id"])
 
 
 # Runs in the engine's process: create table args["name"] and commit each batch.
@@ -176,6 +193,43 @@ result = {"rows": sorted(rows, key=lambda r: r["id"]), "files": files}
 """
 
 
+# Runs in the engine's process: delete rows of the append table at args["path"] by
+# deletion vectors, args["deletes"] = {data file name: [positions]} (unpartitioned).
+DELETE_FROM_APPEND = """
+P = jvm.org.apache.paimon
+table = P.table.FileStoreTableFactory.create(
+    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+empty = P.data.BinaryRow.EMPTY_ROW
+maintainer = P.deletionvectors.append.BaseAppendDeleteFileMaintainer.forUnawareAppend(
+    table.store().newIndexFileHandler(), table.snapshotManager().latestSnapshot(), empty)
+for name, positions in args["deletes"].items():
+    dv = P.deletionvectors.BitmapDeletionVector()
+    for position in positions:
+        dv.delete(position)
+    maintainer.notifyNewDeletionVector(name, dv)
+List = jvm.java.util.ArrayList
+added, removed, none = List(), List(), List()
+for entry in maintainer.persist():
+    (added if entry.kind() == P.manifest.FileKind.ADD else removed).add(entry.indexFile())
+message = P.table.sink.CommitMessageImpl(
+    empty, 0, None, P.io.DataIncrement(none, none, none, added, removed),
+    P.io.CompactIncrement(none, none, none))
+commit = P.table.sink.BatchWriteBuilderImpl(table).newCommit()
+commit.commit([message])
+commit.close()
+result = added.size()
+"""
+
+
+def delete_multiples(session: JvmSession, location: Path, k: int) -> None:
+    """Delete the append table's rows with id = 0 mod k by deletion vectors."""
+    deletes = {}
+    for f in read_table(session, location)["files"]:
+        ids = pq.read_table(f["path"], columns=["id"]).column("id").to_pylist()
+        deletes[Path(f["path"]).name] = [n for n, i in enumerate(ids) if i % k == 0]
+    session.python(DELETE_FROM_APPEND, path=str(location), deletes=deletes)
+
+
 def read_table(session: JvmSession, path: Path | str) -> dict[str, Any]:
     """Paimon's own read of the table at `path`: rows by id, and the files it used."""
     answer: dict[str, Any] = session.python(READ, path=str(path))
@@ -206,6 +260,8 @@ def build_table(session: JvmSession, spec: TableSpec, warehouse: Path) -> dict[s
             expire=spec.expire,
         ).removeprefix("file:")
     )
+    if spec.delete_multiples_of:
+        delete_multiples(session, location, spec.delete_multiples_of)
     orphan = leave_orphan(location) if spec.orphan else None
     return {
         "path": str(location),
