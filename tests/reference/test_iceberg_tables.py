@@ -75,28 +75,35 @@ def test_metadata_has_the_format_version_and_partitioning(
     assert [field["transform"] for field in spec["fields"]] == PARTITION_TRANSFORMS[name]
 
 
+@pytest.fixture(scope="module")
+def live_files(iceberg_tables: dict[str, Any], iceberg_spark: JvmSession) -> dict[str, Any]:
+    """Every table's live data files and delete files, from Iceberg's metadata tables (one
+    query each per table, shared by the tests below)."""
+    deletes = (
+        "SELECT content, file_format, file_path, referenced_data_file, content_offset,"
+        " content_size_in_bytes, record_count FROM {}.delete_files"
+    )
+    return {
+        name: {
+            "data": iceberg_spark.rows(f"SELECT file_path FROM {entry['table']}.data_files"),
+            "deletes": iceberg_spark.rows(deletes.format(entry["table"])),
+        }
+        for name, entry in iceberg_tables.items()
+    }
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_delete_files_are_of_the_claimed_kind(
-    name: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
-) -> None:
-    table = iceberg_tables[name]["table"]
-    kinds = iceberg_spark.rows(f"SELECT DISTINCT content, file_format FROM {table}.delete_files")
-    assert {(k["content"], k["file_format"]) for k in kinds} == DELETE_KINDS[name]
-    data_files = iceberg_spark.rows(f"SELECT count(*) AS n FROM {table}.data_files")
-    assert data_files[0]["n"] > 1
+def test_delete_files_are_of_the_claimed_kind(name: str, live_files: dict[str, Any]) -> None:
+    kinds = {(f["content"], f["file_format"]) for f in live_files[name]["deletes"]}
+    assert kinds == DELETE_KINDS[name]
+    assert len(live_files[name]["data"]) > 1
 
 
 @pytest.mark.parametrize("name", ["v3_flat", "v3_part", "v2_to_v3"])
-def test_puffin_deletion_vectors_decode_per_spec(
-    name: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
-) -> None:
+def test_puffin_deletion_vectors_decode_per_spec(name: str, live_files: dict[str, Any]) -> None:
     """Each live DV: the blob at its content offset decodes to `record_count` positions, and
     the Puffin footer names the same data file and cardinality."""
-    dvs = iceberg_spark.rows(
-        "SELECT file_path, referenced_data_file, content_offset, content_size_in_bytes,"
-        f" record_count FROM {iceberg_tables[name]['table']}.delete_files"
-        " WHERE file_format = 'PUFFIN'"
-    )
+    dvs = [f for f in live_files[name]["deletes"] if f["file_format"] == "PUFFIN"]
     assert dvs
     for dv in dvs:
         vectors = puffin_deletion_vectors(Path(dv["file_path"]))
@@ -120,15 +127,11 @@ def deleted_positions(delete_files: list[dict[str, Any]]) -> dict[str, set[int]]
     return deleted
 
 
-def plain_read(table: str, session: JvmSession) -> list[dict[str, Any]]:
+def plain_read(files: dict[str, Any]) -> list[dict[str, Any]]:
     """The live rows read with pyarrow: each live data file minus its deleted positions."""
-    deletes = session.rows(
-        "SELECT file_path, file_format, referenced_data_file, content_offset,"
-        f" content_size_in_bytes FROM {table}.delete_files"
-    )
-    deleted = deleted_positions(deletes)
+    deleted = deleted_positions(files["deletes"])
     rows: list[dict[str, Any]] = []
-    for f in session.rows(f"SELECT file_path FROM {table}.data_files"):
+    for f in files["data"]:
         data = pq.read_table(f["file_path"], columns=COLUMNS)
         keep = np.ones(data.num_rows, dtype=bool)
         keep[sorted(deleted.get(f["file_path"], ()))] = False
@@ -138,10 +141,9 @@ def plain_read(table: str, session: JvmSession) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", WITHOUT_EQUALITY)
 def test_a_plain_pyarrow_read_applying_the_deletes_agrees(
-    name: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
+    name: str, iceberg_tables: dict[str, Any], live_files: dict[str, Any]
 ) -> None:
-    entry = iceberg_tables[name]
-    assert plain_read(entry["table"], iceberg_spark) == entry["expected"]
+    assert plain_read(live_files[name]) == iceberg_tables[name]["expected"]
 
 
 @pytest.mark.parametrize("name", WITHOUT_EQUALITY)
