@@ -18,7 +18,7 @@ MERGE (see `STEPS`):
   Java API (`RowDelta`) in the same JVM.
 
 Every table comes with its expected rows, computed here in Python from what each step
-intends (`Step.apply`), not by reading the table back: `manifest.json` in OUT holds, per
+intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` in OUT holds, per
 table, its location, latest metadata file, format version and expected rows.
 
 Fixture: `iceberg_tables` (tests/reference/conftest.py), built once per test run into a
@@ -264,7 +264,7 @@ def copy_table(session: JvmSession, entry: dict[str, Any], dst: Path) -> Path:
 
 
 def build_all(session: JvmSession, out: Path) -> Path:
-    """Build every table of SPECS; write and return OUT/manifest.json."""
+    """Build every table of SPECS; write and return OUT/iceberg-manifest.json."""
     manifest = {spec.name: build_table(session, spec) for spec in SPECS}
     path = out / "iceberg-manifest.json"
     path.write_text(json.dumps(manifest, indent=1))

@@ -5,11 +5,12 @@ Paimon has no Spark 4 bundle on the registries we reach, so the builder drives t
 jvm_engines.py): catalog `CatalogFactory` (filesystem) at `{warehouse}`, database
 `fixtures`, writes with `BatchWriteBuilderImpl` and an IOManager (lookup needs temp disk).
 
-What it builds (`build_all(session, out)`), schema `(id INT, part STRING, v STRING)`, each
-written in three commits (`BATCHES`): 60 inserts; upserts of every third id and deletes of
-ids = 1 mod 5; upserts of every fourth id. With `deletion-vectors.enabled` every commit's
-lookup compaction moves level-0 files up and marks the rows they replace in deletion
-vectors, so after the three commits the DVs are in deletion files under `index/`:
+What it builds (`build_all(session, out)`), schema `(id INT, part STRING, v STRING)`. The
+primary-key tables are written in three commits (`BATCHES`): 60 inserts; upserts of every
+third id and deletes of ids = 1 mod 5 (an id in both is upserted then deleted); upserts of
+every fourth id. With `deletion-vectors.enabled` every commit's lookup compaction moves
+level-0 files up and marks the rows they replace in deletion vectors, so after the three
+commits the DVs are in deletion files under `index/`:
 
 - `pk_dv`: primary key `(id, part)`, `PARTITIONED BY part` (two partitions), `bucket` 2,
   `deletion-vectors.enabled`: 32-bit RoaringBitmap DVs (the default).
@@ -18,7 +19,6 @@ vectors, so after the three commits the DVs are in deletion files under `index/`
 - `pk_dv_expired`: as `pk_dv`, then snapshots expired down to the latest one (older data and
   deletion files deleted) and one orphan file left in a bucket folder (a copy of a data file
   under a name no snapshot references), as a failed write would leave it.
-
 - `append_dv`: append table (no primary key, `bucket` -1), `deletion-vectors.enabled`, two
   inserts of 30 rows, then the rows with id = 0 mod 7 deleted by deletion vectors. Paimon's
   Java API has no DELETE for append tables (Spark's and Flink's SQL do), so the builder

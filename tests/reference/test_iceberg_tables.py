@@ -5,7 +5,9 @@ metadata JSON has the format version and the delete files have the kind the tabl
 (Parquet position deletes in v2, Puffin deletion vectors in v3, both after an upgrade,
 equality deletes); the Puffin blobs decode, from the spec, to as many positions as Iceberg
 counted; and two readers that share no code with Iceberg Java agree: a plain pyarrow read
-that drops the deleted positions itself, and pyiceberg (which refuses equality deletes).
+that drops the deleted positions itself, and pyiceberg 0.12 (which applies v2 position
+deletes and v3 deletion vectors, and refuses equality deletes: "PyIceberg does not yet
+support equality deletes"). A copy made with `copy_table` reads the same from its own files.
 """
 
 from __future__ import annotations
