@@ -4,16 +4,25 @@ Every test under tests/reference/ is marked `reference_engines` and put in one x
 so with `pytest -n 2 --dist loadgroup` one worker runs them all and each engine's JVM starts
 once per run (about 6 s with the jars cached; the first run on a machine fetches them). The
 sessions are started on first use and stopped (by process group) when the run ends.
+
+`iceberg_tables` and `paimon_tables` are the cross-format fixture tables (Iceberg v2/v3 with
+position deletes, deletion vectors and equality deletes; Paimon with deletion vectors), built
+once per run by tests/reference/iceberg_tables.py and paimon_tables.py (their docstrings say
+which tables and how to build them by hand).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, start
+from tests.reference import iceberg_tables as iceberg_tables_module
+from tests.reference import paimon_tables as paimon_tables_module
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,3 +62,26 @@ def paimon_java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_tables(
+    iceberg_spark: JvmSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The Iceberg tables of tests/reference/iceberg_tables.py with their manifest entries,
+    built once per run in `iceberg_spark`'s catalog: read-only (see that module)."""
+    out = tmp_path_factory.mktemp("iceberg-tables")
+    return iceberg_tables_module.load_manifest(iceberg_tables_module.build_all(iceberg_spark, out))
+
+
+@pytest.fixture(scope="session")
+def paimon_tables(
+    paimon_java: JvmSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The Paimon tables of tests/reference/paimon_tables.py with their manifest entries,
+    built once per run with `paimon_java`: copy one (`copy_table`) before writing to it."""
+    out = tmp_path_factory.mktemp("paimon-tables")
+    manifest: dict[str, Any] = json.loads(
+        paimon_tables_module.build_all(paimon_java, out).read_text()
+    )
+    return manifest

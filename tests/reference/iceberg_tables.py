@@ -1,0 +1,297 @@
+"""Iceberg tables with row-level deletes, written by Iceberg's Spark runtime, for the tests.
+
+What it builds (`build_all(session, out)`), each in the Hadoop catalog `local` of the
+session (`local.fixtures.NAME`, location `{warehouse}/fixtures/NAME`), all merge-on-read
+(`write.delete.mode`, `write.update.mode`, `write.merge.mode`), schema
+`(id BIGINT, cat STRING, d DATE, v BIGINT)`, 80 rows in two INSERTs then DELETE, UPDATE and
+MERGE (see `STEPS`):
+
+- `v2_flat`, `v2_part` (`PARTITIONED BY (cat, bucket(3, id))`): format-version 2, the deletes
+  are Parquet position-delete files.
+- `v3_flat`, `v3_part` (`PARTITIONED BY (cat, days(d))`): format-version 3, the deletes are
+  deletion vectors (`deletion-vector-v1` blobs in Puffin files).
+- `v2_to_v3`: partitioned like `v2_part`; INSERTs and DELETE as v2 (position deletes), then
+  `format-version` set to 3 and UPDATE and MERGE as v3 (deletion vectors).
+- `v2_equality`: format-version 2, unpartitioned, INSERTs then one equality-delete file on
+  `id`. Iceberg's Spark runtime never writes equality deletes (Flink does), so the builder
+  writes the delete file with pyarrow (Parquet, field id 1) and commits it through Iceberg's
+  Java API (`RowDelta`) in the same JVM.
+
+Every table comes with its expected rows, computed here in Python from what each step
+intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` in OUT holds, per
+table, its location, latest metadata file, format version and expected rows.
+
+Fixture: `iceberg_tables` (tests/reference/conftest.py), built once per test run into a
+temporary folder; treat it as read-only. Iceberg metadata holds absolute paths, so a byte
+copy of a table still points at the original's files: a test that writes takes a copy with
+`copy_table(session, entry, dst)` (Iceberg's `rewrite_table_path`; not for `v2_to_v3`,
+which Iceberg 1.12 cannot rewrite) or builds its own with `build_table(session, spec)`.
+
+By hand: `python -m tests.reference.iceberg_tables OUT_DIR` builds them all into OUT_DIR
+(the warehouse is OUT_DIR/iceberg-warehouse) and prints the manifest's path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.engines.jvm_engines import ICEBERG_SPARK, JvmSession, start
+
+Row = dict[str, Any]
+State = dict[int, Row]
+MOR = ("write.delete.mode", "write.update.mode", "write.merge.mode")
+DAY0 = dt.date(2024, 1, 1)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One write: its SQL (`{t}` is the table) and its intended effect on the rows by id."""
+
+    sql: str
+    apply: Callable[[State], None]
+
+
+def make_rows(lo: int, hi: int, v_factor: int = 10) -> list[Row]:
+    """Rows for ids lo..hi-1: three categories, four days, v derived from id."""
+    return [
+        {"id": i, "cat": "abc"[i % 3], "d": DAY0 + dt.timedelta(days=i % 4), "v": i * v_factor}
+        for i in range(lo, hi)
+    ]
+
+
+def sql_values(rows: list[Row]) -> str:
+    return ", ".join(f"({r['id']}, '{r['cat']}', DATE'{r['d']}', {r['v']})" for r in rows)
+
+
+def insert(rows: list[Row]) -> Step:
+    def apply(state: State) -> None:
+        state.update({r["id"]: dict(r) for r in rows})
+
+    return Step(f"INSERT INTO {{t}} VALUES {sql_values(rows)}", apply)
+
+
+def delete_multiples(k: int) -> Step:
+    def apply(state: State) -> None:
+        for i in [i for i in state if i % k == 0]:
+            del state[i]
+
+    return Step(f"DELETE FROM {{t}} WHERE id % {k} = 0", apply)
+
+
+def negate_where_remainder(k: int, rem: int) -> Step:
+    def apply(state: State) -> None:
+        for row in state.values():
+            if row["id"] % k == rem:
+                row["v"] = -row["v"]
+
+    return Step(f"UPDATE {{t}} SET v = -v WHERE id % {k} = {rem}", apply)
+
+
+def merge(source: list[Row]) -> Step:
+    """MERGE on id: matched even ids are deleted, matched odd ones take the source's v, and
+    unmatched source rows are inserted."""
+
+    def apply(state: State) -> None:
+        for s in source:
+            if s["id"] not in state:
+                state[s["id"]] = dict(s)
+            elif s["id"] % 2 == 0:
+                del state[s["id"]]
+            else:
+                state[s["id"]]["v"] = s["v"]
+
+    sql = (
+        f"MERGE INTO {{t}} t USING (SELECT * FROM VALUES {sql_values(source)} AS s(id, cat, d, v))"
+        " s ON t.id = s.id WHEN MATCHED AND s.id % 2 = 0 THEN DELETE"
+        " WHEN MATCHED THEN UPDATE SET t.v = s.v WHEN NOT MATCHED THEN INSERT *"
+    )
+    return Step(sql, apply)
+
+
+def set_format_version(version: int) -> Step:
+    """Upgrade the table's format version (no change to its rows)."""
+    sql = f"ALTER TABLE {{t}} SET TBLPROPERTIES ('format-version'='{version}')"
+    return Step(sql, lambda state: None)
+
+
+STEPS_BEFORE_DELETE = (insert(make_rows(0, 40)), insert(make_rows(40, 80)))
+STEPS = (
+    *STEPS_BEFORE_DELETE,
+    delete_multiples(7),
+    negate_where_remainder(5, 1),
+    merge(make_rows(70, 90, v_factor=100)),
+)
+UPGRADE_STEPS = (*STEPS[:3], set_format_version(3), *STEPS[3:])
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table to build: format version at creation, partitioning, steps."""
+
+    name: str
+    format_version: int
+    partitioned_by: str | None
+    steps: tuple[Step, ...]
+    equality_delete_ids: tuple[int, ...] = ()
+
+
+SPECS = (
+    TableSpec("v2_flat", 2, None, STEPS),
+    TableSpec("v2_part", 2, "cat, bucket(3, id)", STEPS),
+    TableSpec("v3_flat", 3, None, STEPS),
+    TableSpec("v3_part", 3, "cat, days(d)", STEPS),
+    TableSpec("v2_to_v3", 2, "cat, bucket(3, id)", UPGRADE_STEPS),
+    TableSpec("v2_equality", 2, None, STEPS_BEFORE_DELETE, equality_delete_ids=(3, 4, 50, 79)),
+)
+
+
+def create_sql(spec: TableSpec, table: str) -> str:
+    props = {"format-version": str(spec.format_version), **dict.fromkeys(MOR, "merge-on-read")}
+    props_sql = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+    parts = f" PARTITIONED BY ({spec.partitioned_by})" if spec.partitioned_by else ""
+    return (
+        f"CREATE TABLE {table} (id BIGINT, cat STRING, d DATE, v BIGINT) USING iceberg"
+        f"{parts} TBLPROPERTIES ({props_sql})"
+    )
+
+
+def expected_rows(spec: TableSpec) -> list[Row]:
+    """The rows the steps intend, sorted by id (computed without the engine)."""
+    state: State = {}
+    for step in spec.steps:
+        step.apply(state)
+    for i in spec.equality_delete_ids:
+        state.pop(i, None)
+    return [state[i] for i in sorted(state)]
+
+
+# Runs in the engine's process: commits a Parquet equality-delete file (field ids in
+# `args["field_ids"]`) to the table at `args["location"]` with Iceberg's Java API.
+COMMIT_EQUALITY_DELETES = """
+I = jvm.org.apache.iceberg
+table = I.hadoop.HadoopTables(spark.sparkContext._jsc.hadoopConfiguration()).load(args["location"])
+gateway = spark.sparkContext._gateway
+ids = gateway.new_array(gateway.jvm.int, len(args["field_ids"]))
+for n, field_id in enumerate(args["field_ids"]):
+    ids[n] = field_id
+builder = I.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
+builder = builder.withPath(args["path"]).withFormat("parquet")
+builder = builder.withFileSizeInBytes(args["size"]).withRecordCount(args["count"])
+table.newRowDelta().addDeletes(builder.build()).commit()
+result = table.currentSnapshot().snapshotId()
+"""
+
+
+def add_equality_deletes(session: JvmSession, table: str, location: Path, ids: list[int]) -> None:
+    """Write an equality-delete file on `id` (field id 1) and commit it with the Java API."""
+    field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+    path = location / "data" / "eq-deletes-00000.parquet"
+    pq.write_table(pa.table({"id": ids}, schema=pa.schema([field])), path)
+    session.python(
+        COMMIT_EQUALITY_DELETES,
+        location=str(location),
+        field_ids=[1],
+        path=str(path),
+        size=path.stat().st_size,
+        count=len(ids),
+    )
+    session.sql(f"REFRESH TABLE {table}")
+
+
+def warehouse(session: JvmSession) -> Path:
+    return session.workdir / "iceberg-warehouse"
+
+
+def latest_metadata(location: Path) -> Path:
+    """The newest `vN.metadata.json` of a Hadoop-catalog table."""
+    files = (location / "metadata").glob("v*.metadata.json")
+    return max(files, key=lambda p: int(p.name[1:].split(".")[0]))
+
+
+def build_table(session: JvmSession, spec: TableSpec, db: str = "fixtures") -> dict[str, Any]:
+    """Create and write one table in the session's `local` catalog; its manifest entry."""
+    table = f"local.{db}.{spec.name}"
+    location = warehouse(session) / db / spec.name
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{db}")
+    session.sql(create_sql(spec, table))
+    for step in spec.steps:
+        session.sql(step.sql.format(t=table))
+    if spec.equality_delete_ids:
+        add_equality_deletes(session, table, location, list(spec.equality_delete_ids))
+    metadata = latest_metadata(location)
+    return {
+        "table": table,
+        "location": str(location),
+        "metadata": str(metadata),
+        "format_version": json.loads(metadata.read_text())["format-version"],
+        "expected": [{**r, "d": r["d"].isoformat()} for r in expected_rows(spec)],
+    }
+
+
+def copy_table(session: JvmSession, entry: dict[str, Any], dst: Path) -> Path:
+    """A writable copy of a fixture table at `dst`; returns its latest metadata file.
+
+    Iceberg's `rewrite_table_path` procedure rewrites the metadata, manifests and position
+    deletes with `dst` in place of the table's location into a staging folder and lists the
+    files to copy; then a `version-hint.text` makes `dst` a Hadoop table. Iceberg 1.12 fails
+    with an INTERNAL_ERROR on `v2_to_v3` (caused by a NullPointerException on `firstRowId`:
+    the files written before the upgrade to v3 have no row-lineage ids): build that one
+    afresh with `build_table` instead."""
+    stage = dst.parent / f"{dst.name}.staging"
+    answer = session.rows(
+        f"CALL local.system.rewrite_table_path(table => '{entry['table'].split('.', 1)[1]}',"
+        f" source_prefix => '{entry['location']}', target_prefix => '{dst}',"
+        f" staging_location => '{stage}/')"
+    )[0]
+    for line in Path(answer["file_list_location"]).read_text().splitlines():
+        source, target = (Path(p.removeprefix("file:")) for p in line.split(","))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    shutil.rmtree(stage)
+    version = answer["latest_version"]
+    (dst / "metadata" / "version-hint.text").write_text(version[1:].split(".")[0])
+    return dst / "metadata" / version
+
+
+def build_all(session: JvmSession, out: Path) -> Path:
+    """Build every table of SPECS; write and return OUT/iceberg-manifest.json."""
+    manifest = {spec.name: build_table(session, spec) for spec in SPECS}
+    path = out / "iceberg-manifest.json"
+    path.write_text(json.dumps(manifest, indent=1))
+    return path
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """The manifest with the expected rows' dates back as `datetime.date`."""
+    manifest: dict[str, Any] = json.loads(path.read_text())
+    for entry in manifest.values():
+        for row in entry["expected"]:
+            row["d"] = dt.date.fromisoformat(row["d"])
+    return manifest
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.reference.iceberg_tables OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0]).resolve()
+    session = start(ICEBERG_SPARK, out)
+    try:
+        print(build_all(session, out))
+    finally:
+        session.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
