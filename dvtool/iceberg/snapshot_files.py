@@ -1,0 +1,137 @@
+"""A snapshot's live data and delete files, read with pyiceberg (manifest lists, manifests).
+
+pyiceberg reads table metadata and Avro manifests well (with sequence-number inheritance);
+this module turns its `ManifestEntry`s into the plain entries of `delete_index`
+(`DataFileEntry`, `DeleteFileEntry`), so the scope rules stay pure and testable, and names
+the unpartitioned specs (global equality deletes).
+
+pyiceberg 0.12's `ManifestFile.fetch_manifest_entry` reads every manifest with the v2 entry
+schema, which drops the v3 fields a deletion vector is found by (`referenced_data_file`,
+`content_offset`, `content_size_in_bytes`). `manifest_entries` reads with the schema of the
+table's format version instead (the same reader and inheritance otherwise; a fix that
+belongs upstream), and `_v3_field` takes those fields from the record by position.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dvtool.iceberg.delete_index import DataFileEntry, DeleteContent, DeleteFileEntry
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+# The reserved field id of a position delete file's `file_path` column (spec.md).
+FILE_PATH_FIELD_ID = 2147483546
+
+
+def _v3_field(record: Any, name: str) -> Any:
+    """A data_file field pyiceberg has no property for, by its position in the v3 struct."""
+    from pyiceberg.manifest import DATA_FILE_TYPE
+
+    names = [f.name for f in DATA_FILE_TYPE[3].fields]
+    position = names.index(name)
+    return record[position] if position < len(record) else None
+
+
+def manifest_entries(manifest: Any, io: FileIO, format_version: int) -> list[Any]:
+    """The live (not DELETED) entries of a manifest, read with the table version's schema."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import (
+        MANIFEST_ENTRY_SCHEMAS,
+        DataFile,
+        DataFileContent,
+        FileFormat,
+        ManifestEntry,
+        ManifestEntryStatus,
+        _inherit_from_manifest,
+    )
+
+    schema = MANIFEST_ENTRY_SCHEMAS[3 if format_version >= 3 else 2]
+    with AvroFile[ManifestEntry](
+        io.new_input(manifest.manifest_path),
+        schema,
+        read_types={-1: ManifestEntry, 2: DataFile},
+        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+    ) as reader:
+        return [
+            _inherit_from_manifest(entry, manifest)
+            for entry in reader
+            if entry.status != ManifestEntryStatus.DELETED
+        ]
+
+
+def _partition(record: Any) -> tuple[Any, ...]:
+    partition = record.partition
+    return tuple(partition[i] for i in range(len(partition))) if partition else ()
+
+
+def _path_bounds(record: Any) -> tuple[str, str] | None:
+    lower = (record.lower_bounds or {}).get(FILE_PATH_FIELD_ID)
+    upper = (record.upper_bounds or {}).get(FILE_PATH_FIELD_ID)
+    if lower is None or upper is None:
+        return None
+    try:
+        return bytes(lower).decode("utf-8"), bytes(upper).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _delete_content(record: Any) -> DeleteContent:
+    if int(record.content) == 2:
+        return DeleteContent.EQUALITY
+    if str(record.file_format).upper().endswith("PUFFIN"):
+        return DeleteContent.DELETION_VECTOR
+    return DeleteContent.POSITION
+
+
+def data_entry(entry: Any) -> DataFileEntry:
+    record = entry.data_file
+    return DataFileEntry(
+        path=record.file_path,
+        spec_id=record.spec_id or 0,
+        partition=_partition(record),
+        data_sequence_number=entry.sequence_number or 0,
+        record_count=record.record_count,
+        file_size_in_bytes=record.file_size_in_bytes,
+    )
+
+
+def delete_entry(entry: Any) -> DeleteFileEntry:
+    record = entry.data_file
+    return DeleteFileEntry(
+        path=record.file_path,
+        content=_delete_content(record),
+        spec_id=record.spec_id or 0,
+        partition=_partition(record),
+        data_sequence_number=entry.sequence_number or 0,
+        record_count=record.record_count,
+        file_size_in_bytes=record.file_size_in_bytes,
+        referenced_data_file=_v3_field(record, "referenced_data_file"),
+        content_offset=_v3_field(record, "content_offset"),
+        content_size_in_bytes=_v3_field(record, "content_size_in_bytes"),
+        equality_ids=tuple(record.equality_ids or ()),
+        path_bounds=_path_bounds(record),
+    )
+
+
+def live_files(
+    metadata: TableMetadata, snapshot: Snapshot, io: FileIO
+) -> tuple[list[DataFileEntry], list[DeleteFileEntry]]:
+    """The snapshot's live (ADDED or EXISTING) data files and delete files."""
+    data: list[DataFileEntry] = []
+    deletes: list[DeleteFileEntry] = []
+    for manifest in snapshot.manifests(io):
+        for entry in manifest_entries(manifest, io, metadata.format_version):
+            if int(entry.data_file.content) == 0:
+                data.append(data_entry(entry))
+            else:
+                deletes.append(delete_entry(entry))
+    return data, deletes
+
+
+def unpartitioned_specs(metadata: TableMetadata) -> set[int]:
+    """The ids of the table's partition specs without fields (global equality deletes)."""
+    return {spec.spec_id for spec in metadata.partition_specs if not spec.fields}
