@@ -1,9 +1,11 @@
 """Fixtures for the reference-engine tests: one session per engine per test process.
 
-Every test under tests/reference/ is marked `reference_engines` and put in one xdist group,
-so with `pytest -n 2 --dist loadgroup` one worker runs them all and each engine's JVM starts
-once per run (about 6 s with the jars cached; the first run on a machine fetches them). The
-sessions are started on first use and stopped (by process group) when the run ends.
+Every test under tests/reference/ is marked `reference_engines` and put in an xdist group
+by the engine it uses: `reference-delta` (Delta Spark) or `reference-iceberg-paimon`, so
+with `pytest -n 2 --dist loadgroup` each engine's JVM starts once per run (about 6 s with
+the jars cached; the first run on a machine fetches them), and the two groups can run on
+different workers beside the rest of the suite. The sessions are started on first use and
+stopped (by process group) when the run ends.
 
 `iceberg_tables` and `paimon_tables` are the cross-format fixture tables (Iceberg v2/v3 with
 position deletes, deletion vectors and equality deletes; Paimon with deletion vectors), built
@@ -27,11 +29,16 @@ from tests.reference import paimon_tables as paimon_tables_module
 HERE = Path(__file__).resolve().parent
 
 
+def _group(item: pytest.Item) -> str:
+    names = set(getattr(item, "fixturenames", ()))
+    return "reference-delta" if "delta_spark" in names else "reference-iceberg-paimon"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.reference_engines)
-            item.add_marker(pytest.mark.xdist_group("reference-engines"))
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 @pytest.fixture(scope="session")
