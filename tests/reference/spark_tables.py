@@ -74,47 +74,42 @@ def _dml(spark: JvmSession, path: Path, key: str, value: str) -> None:
     )
 
 
-def build_partitioned(spark: JvmSession, path: Path) -> None:
-    """Partitioned, row tracking, change data feed; DELETE / UPDATE / MERGE with DVs (v0-3).
-    The MERGE inserts rows with a NULL partition value."""
+def build_clustered(spark: JvmSession, path: Path) -> None:
+    """`CLUSTER BY`, row tracking, change data feed: created, appended to, OPTIMIZE
+    (clusters the files), then DELETE / UPDATE / MERGE with DVs (v0-5)."""
+    select = "id, CAST(id % 13 AS INT) AS k, CAST(id AS INT) AS v FROM range(200)"
     layout = (
-        f"PARTITIONED BY (part) TBLPROPERTIES ({DV_ON}, {ROW_TRACKING}, "
+        f"CLUSTER BY (k) TBLPROPERTIES ({DV_ON}, {ROW_TRACKING}, "
         "'delta.enableChangeDataFeed' = 'true')"
     )
-    select = (
-        "id, concat('p', id % 3) AS part, CAST(id AS INT) AS v, concat('s', id) AS s "
-        "FROM range(300)"
-    )
-    _create(spark, path, layout, select, 2)
-    _dml(spark, path, "id", "v")
-
-
-def build_clustered(spark: JvmSession, path: Path) -> None:
-    """`CLUSTER BY`, row tracking: created, appended to, OPTIMIZE (clusters the files), then
-    DELETE / UPDATE / MERGE with DVs (v0-5)."""
-    select = "id, CAST(id % 13 AS INT) AS k, CAST(id AS INT) AS v FROM range(200)"
-    _create(spark, path, f"CLUSTER BY (k) TBLPROPERTIES ({DV_ON}, {ROW_TRACKING})", select, 3)
+    _create(spark, path, layout, select, 3)
     _insert(spark, path, "id, CAST(id % 13 AS INT), CAST(id AS INT) FROM range(200, 320)", 2)
     spark.sql(f"OPTIMIZE {ref(path)}")
     _dml(spark, path, "id", "v")
 
 
-def build_name_mapping_widened(spark: JvmSession, path: Path) -> None:
-    """Column mapping `name` and type widening: DVs written, then a column renamed, one
-    dropped, `n` widened INT -> BIGINT and written with values beyond INT, then DELETE /
-    UPDATE / MERGE with DVs (v0-8). No row tracking."""
+def build_partitioned_name_mapping(spark: JvmSession, path: Path) -> None:
+    """Partitioned, column mapping `name`, type widening and row tracking: DVs written, then
+    a column renamed, one dropped, `n` widened INT -> BIGINT and written with values beyond
+    INT, then DELETE / UPDATE / MERGE with DVs (v0-8). The MERGE inserts rows with a NULL
+    partition value. No change data feed: Delta Spark refuses DML on a CDF
+    table after RENAME / DROP COLUMN (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION)."""
     t = ref(path)
     layout = (
-        f"TBLPROPERTIES ({DV_ON}, 'delta.columnMapping.mode' = 'name', "
-        "'delta.enableTypeWidening' = 'true')"
+        f"PARTITIONED BY (part) TBLPROPERTIES ({DV_ON}, {ROW_TRACKING}, "
+        "'delta.columnMapping.mode' = 'name', 'delta.enableTypeWidening' = 'true')"
     )
-    select = "id, CAST(id AS INT) AS n, concat('s', id) AS s, id / 4 AS d FROM range(260)"
-    _create(spark, path, layout, select, 3)
+    select = (
+        "id, CAST(id AS INT) AS n, concat('s', id) AS s, id / 4 AS d, "
+        "concat('p', id % 3) AS part FROM range(300)"
+    )
+    _create(spark, path, layout, select, 2)
     spark.sql(f"DELETE FROM {t} WHERE id % 9 = 4")
     spark.sql(f"ALTER TABLE {t} RENAME COLUMN s TO label")
     spark.sql(f"ALTER TABLE {t} DROP COLUMN d")
     spark.sql(f"ALTER TABLE {t} ALTER COLUMN n TYPE BIGINT")
-    _insert(spark, path, "id, id * 100000000, concat('w', id) FROM range(260, 300)", 2)
+    select = "id, id * 100000000, concat('w', id), concat('p', id % 3) FROM range(300, 340)"
+    _insert(spark, path, select, 1)
     _dml(spark, path, "id", "n")
 
 
@@ -146,9 +141,14 @@ def build_id_mapping_v2_toggled(spark: JvmSession, path: Path) -> None:
 SHAPES = {
     shape.name: shape
     for shape in (
-        Shape("partitioned-rowtracking-cdf", build_partitioned, True, "id % 5 = 3", 1),
-        Shape("clustered-rowtracking", build_clustered, True, "k = 4 OR id > 300", 3),
-        Shape("name-mapping-widened", build_name_mapping_widened, False, "n > 1000000", 4),
+        Shape(
+            "partitioned-name-mapping",
+            build_partitioned_name_mapping,
+            True,
+            "n > 1100 OR label IS NULL",
+            4,
+        ),
+        Shape("clustered", build_clustered, True, "k = 4 OR id > 300", 3),
         Shape("id-mapping-v2-dv-toggled", build_id_mapping_v2_toggled, True, "g = 3", 2),
     )
 }
