@@ -15,9 +15,11 @@
    removes and the change data files of the commits since the last vacuum.
 4. Deleting (here and `vacuum_delete`). The list (`vacuum_plan`) is computed once (a dry run
    prints exactly it), recorded in a `VACUUM START` commit, deleted in parallel, and a
-   `VACUUM END` commit records the outcome; empty directories are removed afterwards on
-   local disk. `_delta_log/_last_vacuum_info` (`vacuum_last_info`) records the newest commit
-   whose removed files have been dealt with, where the next `--lite` run starts.
+   `VACUUM END` commit records the outcome; on local disk the Hadoop checksum files
+   (`.NAME.crc`) of the deleted files go with them, as with Delta Spark, and empty
+   directories are removed afterwards. `_delta_log/_last_vacuum_info` (`vacuum_last_info`)
+   records the newest commit whose removed files have been dealt with, where the next
+   `--lite` run starts.
 
 Nothing is ever deleted outside the table root: candidates come only from the listing of the
 root or, for `--lite`, from log paths that are free of `..` segments, lie inside the root, and
@@ -34,7 +36,12 @@ from typing import Any
 
 from dvtool import interrupts
 from dvtool.commands.result import CommandResult
-from dvtool.commands.vacuum_delete import FailedDelete, Progress, remove_empty_directories
+from dvtool.commands.vacuum_delete import (
+    FailedDelete,
+    Progress,
+    remove_checksum_sidecars,
+    remove_empty_directories,
+)
 from dvtool.commands.vacuum_delete import delete_files as _delete
 from dvtool.commands.vacuum_keep import KeepSet, referenced_files
 from dvtool.commands.vacuum_last_info import (
@@ -280,6 +287,7 @@ def _execute(
     try:
         with interrupts.interruptible():
             deleted, failed = _delete(storage, result.files, progress)
+            remove_checksum_sidecars(storage, deleted)
             directories = remove_empty_directories(storage, deleted, empty_dirs)
     except BaseException:
         try:

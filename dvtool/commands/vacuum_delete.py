@@ -8,6 +8,7 @@ A file that cannot be deleted is reported, not retried.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -84,6 +85,30 @@ def _delete_chunk(storage: Storage, chunk: Sequence[VacuumFile]) -> list[_Outcom
             except StorageError as e:
                 out.append((f, e.message))
     return out
+
+
+def remove_checksum_sidecars(storage: Storage, deleted: Iterable[VacuumFile]) -> int:
+    """Delete the Hadoop checksum file `.NAME.crc` beside each deleted file (local disk);
+    returns how many there were.
+
+    Spark writes local tables through Hadoop's checksummed local file system, which keeps a
+    hidden `.NAME.crc` beside every file it writes and deletes it with the file, as Delta
+    Spark's VACUUM does. Vacuum never deletes hidden files on its own, so without this they
+    would outlive their files forever and keep their directories from being removed. A
+    sidecar that cannot be deleted is left (it is no table data)."""
+    if storage.protocol != "file":
+        return 0
+    removed = 0
+    for f in deleted:
+        head, name = posixpath.split(f.path)
+        sidecar = posixpath.join(head, f".{name}.crc")
+        location = storage.join(sidecar)
+        if storage.real_relative_to_root(location) != sidecar or not storage.exists(location):
+            continue
+        with contextlib.suppress(StorageError):
+            storage.delete(location)
+            removed += 1
+    return removed
 
 
 def remove_empty_directories(

@@ -636,6 +636,44 @@ def test_compaction_packs_small_files_per_partition(tmp_path: Path) -> None:
     assert commit_versions(table)[-1] == last + 1
 
 
+def _into_prefix_directories(table: Path) -> None:
+    """Move every data file into a directory of its own (`d0/`, `d1/`, ... under its
+    partition directory) and rewrite the log's paths to match: the layout of Delta Spark's
+    column-mapping tables (random file prefixes), where files of one partition never share a
+    directory."""
+    moves: dict[str, str] = {}
+    for log_file in sorted((table / "_delta_log").glob("*.json")):
+        lines = []
+        for line in log_file.read_text().splitlines():
+            action = json.loads(line)
+            for kind in ("add", "remove"):
+                if kind in action:
+                    old = unquote(action[kind]["path"])
+                    if old not in moves:
+                        moves[old] = str(Path(old).parent / f"d{len(moves)}" / Path(old).name)
+                        (table / moves[old]).parent.mkdir(parents=True)
+                        (table / old).rename(table / moves[old])
+                    action[kind]["path"] = moves[old]
+            lines.append(json.dumps(action))
+        log_file.write_text("\n".join(lines) + "\n")
+
+
+def test_compaction_packs_files_of_a_partition_across_directories(tmp_path: Path) -> None:
+    """Bins are per partition, not per directory: Delta Spark writes the files of
+    column-mapping tables under random prefix directories, one partition's files spread over
+    many; compaction still packs each partition into one file, as Delta's OPTIMIZE does."""
+    table = tmp_path / "t"
+    rows = small_files_table(table, appends=4)
+    _into_prefix_directories(table)
+    assert_same_rows(table, rows)
+
+    result = optimize(table)
+
+    assert sorted(len(b.inputs) for b in result.bins) == [4, 4]
+    assert files_per_partition(table) == {"a": 1, "b": 1}
+    assert_same_rows(table, rows)
+
+
 def test_compaction_target_size_controls_bins(tmp_path: Path) -> None:
     table = tmp_path / "t"
     rows = small_files_table(table)

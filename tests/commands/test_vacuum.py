@@ -533,6 +533,32 @@ def test_empty_directories_are_removed(tmp_path: Path) -> None:
     assert canon(pl.read_delta(str(path)).to_dicts()) == canon([{"id": 1, "part": "a"}])
 
 
+def test_checksum_sidecars_go_with_their_files(tmp_path: Path) -> None:
+    """Spark's local file system writes a hidden `.NAME.crc` beside each file and Delta
+    Spark's VACUUM deletes it with the file; dvtool does too, so the directory it leaves
+    empty goes. Other hidden files stay (a `.crc` of a file that is not deleted, too)."""
+    path = tmp_path / "t"
+    data = pa.table({"id": [1, 2, 3], "part": ["a", "b", "b"]})
+    write_deltalake(str(path), data, partition_by=["part"])
+    DeltaTable(str(path)).delete("part = 'b'")
+    sidecars = [path / p.parent / f".{p.name}.crc" for p in _data_files(path)]
+    for sidecar in sidecars:
+        sidecar.write_bytes(b"crc")
+    (path / "part=a" / ".other.crc").write_bytes(b"hidden")
+    _backdate(path, 2 * HOUR)
+    result = _vacuum(path, retain_ms=0, force=True, now_ms=int(time.time() * 1000) + 1000)
+    assert [f.path.split("/")[0] for f in result.files] == ["part=b"]
+    assert not (path / "part=b").exists()
+    assert [s.name for s in sidecars if s.exists()] == [
+        s.name for s in sidecars if s.parent.name == "part=a"
+    ]
+    assert (path / "part=a" / ".other.crc").exists()
+
+
+def _data_files(table: Path) -> list[Path]:
+    return [p.relative_to(table) for p in table.rglob("*.parquet") if "_delta_log" not in p.parts]
+
+
 def test_absolute_paths_inside_the_root_are_kept(tmp_path: Path) -> None:
     table = copy_golden("table-with-dv-small", tmp_path)
     (table / "abs.parquet").write_bytes(b"absolute add")

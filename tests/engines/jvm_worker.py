@@ -52,18 +52,31 @@ def _start(conf: dict[str, Any]) -> Any:
 def _error(exc: BaseException) -> dict[str, Any]:
     java = getattr(exc, "java_exception", None)
     if java is not None:
-        return {
-            "ok": False,
-            "error": str(java.getClass().getName()),
-            "message": str(java.getMessage()),
-        }
-    desc = getattr(exc, "desc", None) or getattr(exc, "getMessage", lambda: None)()
+        return {"ok": False, "error": str(java.getClass().getName()), "message": _message(java)}
+    try:
+        desc = getattr(exc, "desc", None) or getattr(exc, "getMessage", lambda: None)()
+    except Exception:  # see _message: Spark cannot look up some of Delta's error classes
+        desc = None
     return {
         "ok": False,
         "error": type(exc).__name__,
         "message": str(desc or exc),
         "trace": traceback.format_exc(limit=8),
     }
+
+
+def _message(java: Any) -> str:
+    """The Java exception's message. Delta Spark 4.4 on Spark 4.1 throws errors whose class
+    Spark's error reader does not know (e.g. DELTA_ADDING_DELETION_VECTORS_DISALLOWED):
+    their `getMessage()` itself throws, so name the error class and its parameters instead
+    of letting that second exception end the session."""
+    try:
+        return str(java.getMessage())
+    except Exception:
+        try:
+            return f"[{java.getErrorClass()}] {dict(java.getMessageParameters())}"
+        except Exception:
+            return "(no message: the exception's getMessage() failed)"
 
 
 def _answer(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
