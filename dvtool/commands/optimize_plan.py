@@ -237,17 +237,19 @@ def bins(
     log: DeltaLog, snapshot: Snapshot, request: OptimizeRequest, candidates: list[Candidate]
 ) -> Bins:
     """The bins to rewrite: one per candidate for a purge; for compaction, candidates
-    packed per directory and variant layout, smallest first, leaving out single files
-    without a DV (rewriting one alone would change nothing)."""
+    packed per partition (partition values, as Delta's OPTIMIZE: not directories, which
+    Delta Spark randomizes under column mapping, one 2-character prefix per file) and
+    variant layout, smallest first, leaving out single files without a DV (rewriting one
+    alone would change nothing)."""
     if request.purge:
         return [_bin(log, [c]) for c in candidates]
     target = _target_size(snapshot, request)
     variants = sorted(variant_columns(snapshot.schema, snapshot.column_mapping_mode))
-    groups: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
+    groups: dict[tuple[Any, tuple[str, ...]], list[Candidate]] = {}
     for c in candidates:
         layout = _variant_layout(log, c, variants)
-        directory = _directory(log, log.storage.resolve(c.row["path"]))
-        groups.setdefault((directory, layout), []).append(c)
+        partition = tuple(sorted(dict(c.row["partitionValues"] or []).items()))
+        groups.setdefault((partition, layout), []).append(c)
     out = []
     for members in groups.values():
         for group in _pack(sorted(members, key=lambda c: c.row["size"]), target):

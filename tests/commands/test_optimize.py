@@ -636,6 +636,36 @@ def test_compaction_packs_small_files_per_partition(tmp_path: Path) -> None:
     assert commit_versions(table)[-1] == last + 1
 
 
+def move_to_random_prefixes(table: Path) -> None:
+    """Put each live data file in its own 2-character directory, as Delta Spark writes
+    column-mapping tables (`delta.randomizeFilePrefixes`), rewriting the log's paths."""
+    for i, (path, _) in enumerate(live_adds(table)):
+        prefix = f"{chr(ord('a') + i % 26)}{i // 26}"
+        target = table / prefix / Path(path).name
+        target.parent.mkdir()
+        (table / path).rename(target)
+        for commit in (table / "_delta_log").glob("*.json"):
+            text = commit.read_text()
+            commit.write_text(text.replace(f'"{path}"', f'"{prefix}/{Path(path).name}"'))
+
+
+def test_compaction_packs_a_partition_across_directories(tmp_path: Path) -> None:
+    """Files of one partition in different directories (Delta Spark's random prefixes) are
+    one partition to compact: Delta's OPTIMIZE bins by partition values, never by path."""
+    table = tmp_path / "t"
+    rows = dv_table(table, 3, 10)
+    move_to_random_prefixes(table)
+    assert len({Path(p).parent for p, _ in live_adds(table)}) == 3
+    last = commit_versions(table)[-1]
+
+    result = optimize(table)
+
+    assert result.versions == [last + 1]
+    assert [len(b.inputs) for b in result.bins] == [3]
+    assert len(live_adds(table)) == 1
+    assert_same_rows(table, rows)
+
+
 def test_compaction_target_size_controls_bins(tmp_path: Path) -> None:
     table = tmp_path / "t"
     rows = small_files_table(table)
