@@ -57,7 +57,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
             "error": str(java.getClass().getName()),
             "message": str(java.getMessage()),
         }
-    desc = getattr(exc, "desc", None) or getattr(exc, "getMessage", lambda: None)()
+    try:
+        desc = getattr(exc, "desc", None) or getattr(exc, "getMessage", lambda: None)()
+    except Exception:  # pyspark's getMessage asks Spark's error catalogue, which lacks the
+        desc = None  # conditions of newer Delta errors; str(exc) still holds the message
     return {
         "ok": False,
         "error": type(exc).__name__,
