@@ -144,6 +144,8 @@ class Story:
             rows = change(self.expected[before])
             dvtool(*args)
             new = self.settle(rows)
+            # Every command commits here but checkpoint, which writes a checkpoint instead.
+            assert new if name != "checkpoint" else self.has_checkpoint(before), "no commit"
             if self.shape.row_tracking and name != "restore":
                 self.check_row_ids_kept(before)
             retained = self.timeline.retained()
@@ -154,6 +156,10 @@ class Story:
             if self.shape.change_data_feed and new and name != "restore":
                 self.check_change_data(new, before)
             return new
+
+    def has_checkpoint(self, version: int) -> bool:
+        """A checkpoint of `version` is in the log (classic or UUID-named)."""
+        return any((self.path / "_delta_log").glob(f"{version:020d}.checkpoint*"))
 
     def check_row_ids_kept(self, before: int) -> None:
         """Check 3: rows the command kept keep their stable row id and commit version."""
