@@ -1,8 +1,8 @@
 """Delta Spark reads what dvtool writes, and goes on writing it (issue 24).
 
-For each table shape of `delta_checks.SHAPES` (partitioned + change data feed, column
-mapping `name` + row tracking, column mapping `id` + type widening, clustering + V2
-checkpoints with sidecars) Delta Spark creates the table (deletion vectors off) and one
+For each table shape of `delta_checks.SHAPES` (partitioned + change data feed; clustering +
+column mapping `name` + row tracking; column mapping `id` + type widening + V2 checkpoints,
+which Delta Spark writes with sidecars) Delta Spark creates the table (deletion vectors off) and one
 story runs on it: every dvtool writing command in turn (enable, delete with DVs, purge,
 delete copy-on-write, compaction, restore, maintain, downgrade, vacuum, checkpoint with log
 cleanup), with Delta Spark writes between them (DELETE, REORG ... APPLY (PURGE), UPDATE,
@@ -16,12 +16,16 @@ engines wrote. After each dvtool command:
    oracle does at that version: the versions of Delta Spark's own writes are read there too;
 3. on row-tracking tables `_metadata.row_id` / `row_commit_version` are the oracle's stable
    values (PROTOCOL.md's reader rules), and the rows a command keeps keep them;
-4. DESCRIBE HISTORY lists dvtool's commits with their operations (before and after the log
-   cleanup);
+4. DESCRIBE HISTORY lists dvtool's commits with their operations (once, before the log
+   cleanup deletes the early ones);
 5. each Delta Spark write succeeds, leaves the rows computed in Python (read by the oracle,
-   then by Delta Spark at the next check) and `dvtool inspect --verify` clean;
+   polars and deltalake, then by Delta Spark at the next dvtool command's checks) and
+   `dvtool inspect --verify` clean;
 6. on change-data-feed tables, `table_changes_by_path` of each dvtool commit returns exactly
    the rows it deleted, as deletes (nothing for rewrites and metadata changes).
+
+After dvtool's log cleanup, a version whose checkpoint and commit are left but which is
+older than delta.deletedFileRetentionDuration is refused by Delta Spark, as Delta documents.
 
 One story per shape, not one table per (shape, command): each Delta Spark statement costs
 about a second on a 2-core machine. A step's failure names the step.
