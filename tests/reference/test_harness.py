@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,22 @@ def test_python_requests_return_json_values(delta_spark: JvmSession) -> None:
     assert delta_spark.python("result = [args['a'] * 2, None]", a=21) == [42, None]
     with pytest.raises(JvmError, match="ZeroDivisionError"):
         delta_spark.python("result = 1 / 0")
+
+
+def test_a_refusal_spark_cannot_format_keeps_the_session_up(
+    delta_spark: JvmSession, tmp_path: Path
+) -> None:
+    """Delta 4.4 refuses `VERSION AS OF` beyond delta.deletedFileRetentionDuration with a
+    condition Spark 4.1's error catalogue lacks, so pyspark's getMessage throws: the worker
+    still answers with the refusal and stays up."""
+    table = tmp_path / "t"
+    delta_spark.sql(f"CREATE TABLE delta.`{table}` (id BIGINT) USING delta")
+    delta_spark.sql(f"INSERT INTO delta.`{table}` SELECT id FROM range(3)")
+    old = time.time() - 8 * 24 * 3600
+    os.utime(table / "_delta_log" / f"{0:020d}.json", (old, old))
+    with pytest.raises(JvmError) as refused:
+        delta_spark.rows(f"SELECT * FROM delta.`{table}` VERSION AS OF 0")
+    assert "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION" in str(
+        refused.value
+    )
+    assert delta_spark.rows(f"SELECT count(*) AS n FROM delta.`{table}`") == [{"n": 3}]
