@@ -1,10 +1,11 @@
 """Fixtures for the reference-engine tests: one session per engine per test process.
 
 Every test under tests/reference/ is marked `reference_engines` and put in an xdist group
-by the engine it uses: `reference-delta` (Delta Spark) or `reference-iceberg-paimon`, so
-with `pytest -n 2 --dist loadgroup` each engine's JVM starts once per run (about 6 s with
-the jars cached; the first run on a machine fetches them), and the two groups can run on
-different workers beside the rest of the suite. The sessions are started on first use and
+by the engine it uses: `reference-delta:MODULE` (Delta Spark, one group per module, the
+long ones) or `reference-iceberg-paimon` (their fixture tables are built once), so with
+`pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
+suite, and each engine's JVM starts at most once per worker (about 6 s with the jars cached;
+the first run on a machine fetches them). The sessions are started on first use and
 stopped (by process group) when the run ends.
 
 `iceberg_tables` and `paimon_tables` are the cross-format fixture tables (Iceberg v2/v3 with
@@ -31,7 +32,9 @@ HERE = Path(__file__).resolve().parent
 
 def _group(item: pytest.Item) -> str:
     names = set(getattr(item, "fixturenames", ()))
-    return "reference-delta" if "delta_spark" in names else "reference-iceberg-paimon"
+    if "delta_spark" in names:
+        return f"reference-delta:{Path(str(item.path)).stem}"
+    return "reference-iceberg-paimon"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
