@@ -57,7 +57,7 @@ from race_workload import Rows  # noqa: E402
 
 Read = list[tuple[int, int, str]]
 SPARK_WEIGHTS = {"delete": 1.0, "update": 2.0, "merge": 1.0}
-PAUSES = {"delete": (0.5, 2.0), "purge": (1.0, 4.0), "compact": (2.0, 6.0), "vacuum": (4.0, 8.0)}
+PAUSES = {"delete": (1.0, 4.0), "purge": (3.0, 8.0), "compact": (5.0, 12.0), "vacuum": (5.0, 12.0)}
 
 
 @dataclass
