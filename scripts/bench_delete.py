@@ -560,8 +560,8 @@ def polars_check(table: Path, shape: Shape) -> tuple[int, int, int]:
 def delta_spark_check(
     copy: Path, shape: Shape, ours: tuple[int, int, int], expected: int
 ) -> list[str]:
-    """Problems with a copy Delta Spark deleted from: its commit's numDeletedRows, and the
-    rows (count, sum of the id column, none left matching) against dvtool's copy."""
+    """Problems with a copy Delta Spark (or dvtool's warm API run) deleted from: its commit's
+    numDeletedRows, and the rows (count, sum of the id column, none left) against dvtool's."""
     info = bench_delta_spark.last_commit(copy)
     deleted = int(info.get("operationMetrics", {}).get("numDeletedRows", -1))
     rows, reader = rows_check(copy, shape)
@@ -770,9 +770,17 @@ def main() -> None:
             lambda copy: delta_spark_check(copy, shape, ours_rows, expected),
             BENCH / "delete-runs" / "jvm",
         )
-        for problem in peer.problems:
+        dvtool_warm, problems = bench_delta_spark.measure_dvtool_warm(
+            dvtool_python(),
+            "delete",
+            where,
+            args.delta_spark_runs,
+            lambda name: fresh_copy(base, name),
+            lambda copy: delta_spark_check(copy, shape, ours_rows, expected),
+        )
+        for problem in peer.problems + problems:
             print(f"FAILED: {problem}", flush=True)
-        if peer.problems:
+        if peer.problems or problems:
             sys.exit(1)
     shutil.rmtree(BENCH / "delete-runs", ignore_errors=True)
 
@@ -879,7 +887,7 @@ def main() -> None:
         "RSS of the process tree, sampled every 0.1 s"
     )
     if peer is not None:
-        bench_delta_spark.report(peer, "dvtool delete --json", times["dvtool"], inside["execution"])
+        bench_delta_spark.report(peer, "dvtool delete --json", times["dvtool"], dvtool_warm)
         print(f"  checked: Delta Spark deleted {expected:,} rows; the rows match dvtool's copy")
     load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")

@@ -11,7 +11,9 @@ list of them). Then, for `--seconds`, at the same time:
   k` predicates), `optimize --purge`, `optimize` compaction and `vacuum --retain
   --vacuum-retain --force` (race_dvtool.py);
 - this process reads the latest version with deltalake every `--sample-every` seconds (time
-  travel to that version number), keeping the rows for the ledger check.
+  travel to that version number), keeping the rows for the ledger check; after the race,
+  `--travel` more versions (evenly spread) are read by time travel (those whose files a
+  vacuum already deleted cannot be: counted, not a finding).
 
 Afterwards the ledger (race_ledger.py) replays every landed commit from `_delta_log` (what
 each DELETE/UPDATE/MERGE targeted, race_workload.py) and each sampled version and the final
@@ -72,6 +74,7 @@ class RaceConfig:
     seed: int = 1
     vacuum_retain: str = "60s"
     sample_every: float = 3.0
+    travel: int = 10  # versions read by time travel after the race
     workers: tuple[str, ...] = ("delete", "purge", "compact", "vacuum")
     # The pause between two runs of each dvtool command (uniform in the range, seconds):
     # often enough to race every Delta Spark statement, rarely enough to let some land.
@@ -88,6 +91,7 @@ class RaceResult:
     ledger: Ledger
     findings: Counter[str] = field(default_factory=Counter)
     samples: int = 0
+    travelled: int = 0
     sample_failures: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # errors, disagreements, unknown commits
 
@@ -241,10 +245,15 @@ def check(
     result.problems += ledger.unknown
     result.problems += [f"delta-spark: {e}" for e in spark.get("errors", [])]
     result.problems += [f"dvtool {w.kind}: {e}" for w in workers for e in w.errors]
+    unread = [v for v in ledger.states if v not in sampler.reads and v != ledger.last_version]
+    travel, failed = time_travel(cfg.path, unread, cfg.travel)
+    result.travelled = len(travel)
+    result.sample_failures += failed
+    reads = {**sampler.reads, **travel}
     seen_absent: set[int] = set()
-    for version in sorted(sampler.reads):
+    for version in sorted(reads):
         if version in ledger.states:
-            result.findings += ledger.check(version, sampler.reads[version], seen_absent)
+            result.findings += ledger.check(version, reads[version], seen_absent)
     final = read_spark(session, cfg.path)
     for name, rows in (("deltalake", read_deltalake(cfg.path)), ("polars", read_polars(cfg.path))):
         if rows != final:
@@ -253,6 +262,20 @@ def check(
     if cfg.row_tracking:
         result.problems += check_row_ids(ids_before, row_ids(session, cfg.path))
     return result
+
+
+def time_travel(path: Path, versions: list[int], count: int) -> tuple[dict[int, Read], list[str]]:
+    """Up to `count` of `versions` (evenly spread) read by deltalake's time travel after the
+    race; a version whose files a vacuum deleted cannot be read (reported, no finding)."""
+    picked = sorted(versions)[:: max(1, len(versions) // max(1, count))][:count]
+    reads: dict[int, Read] = {}
+    failed = []
+    for version in picked:
+        try:
+            reads[version] = read_deltalake(path, version)
+        except Exception as e:  # a vacuumed version: reported
+            failed.append(f"v{version} (time travel): {type(e).__name__}: {str(e)[:120]}")
+    return reads, failed
 
 
 def check_row_ids(before: dict[int, list[int]], after: dict[int, list[int]]) -> list[str]:
@@ -289,9 +312,15 @@ def summary(result: RaceResult) -> str:
         f"{led.effects['deleted']}, updated {led.effects['updated']}, inserted "
         f"{led.effects['inserted']}; final rows {len(led.states[led.last_version])}"
     )
-    lines.append(f"checked: {result.samples} sampled versions + the final table (3 readers)")
+    lines.append(
+        f"checked: {result.samples} versions sampled during the race, {result.travelled} read "
+        "by time travel after it, the final table (Delta Spark, deltalake, polars agree)"
+    )
     if result.sample_failures:
-        lines.append(f"sample reads that failed (not findings): {result.sample_failures[:3]}")
+        lines.append(
+            f"reads that failed (not findings: files vacuumed): {len(result.sample_failures)}, "
+            f"e.g. {result.sample_failures[:2]}"
+        )
     lines.append("findings: " + ", ".join(f"{f} {result.findings[f]}" for f in FINDINGS))
     lines += [f"PROBLEM: {p}" for p in result.problems[:20]]
     lines.append(
@@ -309,6 +338,7 @@ def parse_args(argv: list[str]) -> tuple[RaceConfig, bool]:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--vacuum-retain", default="60s")
     parser.add_argument("--sample-every", type=float, default=3.0)
+    parser.add_argument("--travel", type=int, default=10, help="versions time-travelled after")
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
     parser.add_argument("--json", action="store_true", help="also print the counts as JSON")
     a = parser.parse_args(argv)
@@ -322,6 +352,7 @@ def parse_args(argv: list[str]) -> tuple[RaceConfig, bool]:
         a.seed,
         a.vacuum_retain,
         a.sample_every,
+        a.travel,
     )
     return cfg, a.json
 
