@@ -9,7 +9,9 @@ list of them). Then, for `--seconds`, at the same time:
   (race_spark_loop.py), each tagged with its spec as the commit's userMetadata;
 - spawned processes run dvtool's Python API in loops: `delete` (random `key % m = r AND n >=
   k` predicates), `optimize --purge`, `optimize` compaction and `vacuum --retain
-  --vacuum-retain --force` (race_dvtool.py);
+  --vacuum-retain --force` (race_dvtool.py), each with a random pause between runs, all idle
+  in the last 10 s of every 30 s: Delta Spark's statements take seconds and conflict with
+  nearly every dvtool commit, so the quiet windows let some of them land;
 - this process reads the latest version with deltalake every `--sample-every` seconds (time
   travel to that version number), keeping the rows for the ledger check; after the race,
   `--travel` more versions (evenly spread) are read by time travel (those whose files a
@@ -79,6 +81,8 @@ class RaceConfig:
     # The pause between two runs of each dvtool command (uniform in the range, seconds):
     # often enough to race every Delta Spark statement, rarely enough to let some land.
     pauses: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(PAUSES))
+    cycle_s: float = 30.0  # dvtool's workers are idle in the last quiet_s of every cycle_s
+    quiet_s: float = 10.0
     spark_pause_s: float = 0.0
 
 
@@ -203,6 +207,8 @@ def run_race(cfg: RaceConfig, session: Any) -> RaceResult:
             cfg.seed * 100 + i,
             cfg.pauses[kind],
             cfg.vacuum_retain,
+            cfg.cycle_s,
+            cfg.quiet_s,
         )
         for i, kind in enumerate(cfg.workers)
     ]

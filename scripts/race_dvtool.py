@@ -2,7 +2,8 @@
 
 `run_worker(job)` (a module-level function, so a spawn pool can pickle it by reference) runs
 one kind of command through dvtool's Python API on the race table, over and over with a
-random pause, until `job.seconds` have passed:
+random pause (and idle in the last `quiet_s` of every `cycle_s`), until `job.seconds` have
+passed:
 
 - `delete`: `dvtool.delete(table, where)` with a random predicate (race_workload);
 - `purge`: `dvtool.optimize(table, purge=True)`;
@@ -34,6 +35,10 @@ class WorkerJob:
     seed: int
     pause_s: tuple[float, float] = (0.2, 1.0)
     retain: str = "60s"
+    # Every `cycle_s` seconds the last `quiet_s` are idle (all workers alike): windows in
+    # which Delta Spark's slower statements can land between dvtool's commits.
+    cycle_s: float = 0.0
+    quiet_s: float = 0.0
 
 
 @dataclass
@@ -79,7 +84,10 @@ def run_worker(job: WorkerJob) -> WorkerReport:
     rng = random.Random(job.seed)
     report = WorkerReport(job.kind)
     start = time.monotonic()
-    while time.monotonic() - start < job.seconds:
+    while (elapsed := time.monotonic() - start) < job.seconds:
+        if job.cycle_s and elapsed % job.cycle_s >= job.cycle_s - job.quiet_s:
+            time.sleep(min(job.cycle_s - elapsed % job.cycle_s, job.seconds - elapsed))
+            continue
         report.runs += 1
         try:
             _once(job, rng, report)
