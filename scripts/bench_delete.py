@@ -51,6 +51,14 @@ functions by cumulative time are printed: where the per-file time goes.
     .venv/bin/python scripts/bench_delete.py --files 4 --rows-per-file 200000   # smoke run
     .venv/bin/python scripts/bench_delete.py --shape wide --files 2 --rows-per-file 200000
     .venv/bin/python scripts/bench_delete.py --shape small-files --files 200 --profile
+
+Delta Spark peer (issue 24; --skip-delta-spark to leave it out): after the repeats, Delta
+Spark 4.4.0 (local[2], tests/engines/jvm_engines.py) runs
+`DELETE FROM delta.`COPY` WHERE PREDICATE` on
+--delta-spark-runs fresh copies of the same base table, and dvtool runs the same command
+through its Python API in one process on as many copies; every copy is checked like
+dvtool's. Session start, the first (JIT warm-up) statement and the warm median are timed
+apart; bench_delta_spark.py says exactly what each ratio divides.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def report(peer: Peer, what: str, dvtool: list[float], dvtool_warm: list[float])
     ours = statistics.median(dvtool)
     ours_warm = statistics.median(dvtool_warm)
     print(f"Delta Spark peer: {peer.versions}")
-    print(f"  statement: {peer.statement}")
+    print(f"  statement: {peer.statement.format(table='delta.`COPY`')}")
     print(
         f"  session start {peer.start:.2f} s; first statement (JIT warm-up, not in warm) "
         f"{peer.first:.2f} s; warm: median {warm:.2f} s of {len(peer.warm)} "

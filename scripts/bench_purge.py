@@ -67,6 +67,14 @@ of the shape runs once more on a fresh copy under `python -m cProfile -o
     .venv/bin/python scripts/bench_purge.py --stock-cluster   # also on a stock-worker cluster
     .venv/bin/python scripts/bench_purge.py --shape small-files [--repeat 3] [--profile]
     .venv/bin/python scripts/bench_purge.py --shape small-files --files 200   # smoke run
+
+Delta Spark peer (issue 24; --skip-delta-spark to leave it out): after the repeats, Delta
+Spark 4.4.0 (local[2], tests/engines/jvm_engines.py) runs
+`REORG TABLE delta.`COPY` APPLY (PURGE)` on
+--delta-spark-runs fresh copies of the same base table, and dvtool runs the same command
+through its Python API in one process on as many copies; every copy is checked like
+dvtool's. Session start, the first (JIT warm-up) statement and the warm median are timed
+apart; bench_delta_spark.py says exactly what each ratio divides.
 """
 
 from __future__ import annotations
