@@ -51,6 +51,14 @@ functions by cumulative time are printed: where the per-file time goes.
     .venv/bin/python scripts/bench_delete.py --files 4 --rows-per-file 200000   # smoke run
     .venv/bin/python scripts/bench_delete.py --shape wide --files 2 --rows-per-file 200000
     .venv/bin/python scripts/bench_delete.py --shape small-files --files 200 --profile
+
+Delta Spark peer (issue 24; --skip-delta-spark to leave it out): after the repeats, Delta
+Spark 4.4.0 (local[2], tests/engines/jvm_engines.py) runs
+`DELETE FROM delta.`COPY` WHERE PREDICATE` on
+--delta-spark-runs fresh copies of the same base table, and dvtool runs the same command
+through its Python API in one process on as many copies; every copy is checked like
+dvtool's. Session start, the first (JIT warm-up) statement and the warm median are timed
+apart; bench_delta_spark.py says exactly what each ratio divides.
 """
 
 from __future__ import annotations
@@ -71,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 # scripts/ is on sys.path: this script's directory
+import bench_delta_spark
 from bench_process import print_profile, tree_rss
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -556,6 +565,20 @@ def polars_check(table: Path, shape: Shape) -> tuple[int, int, int]:
     return int(out["rows"][0]), int(out["ids"][0]), int(out["left"][0])
 
 
+def delta_spark_check(
+    copy: Path, shape: Shape, ours: tuple[int, int, int], expected: int
+) -> list[str]:
+    """Problems with a copy Delta Spark (or dvtool's warm API run) deleted from: its commit's
+    numDeletedRows, and the rows (count, sum of the id column, none left) against dvtool's."""
+    info = bench_delta_spark.last_commit(copy)
+    deleted = int(info.get("operationMetrics", {}).get("numDeletedRows", -1))
+    rows, reader = rows_check(copy, shape)
+    problems = [] if deleted == expected else [f"deleted {deleted} rows, expected {expected}"]
+    if rows != ours:
+        problems.append(f"(rows, sum {shape.id}, left) {rows} ({reader}), dvtool's {ours}")
+    return problems
+
+
 def mib(n: float | None) -> str:
     return "       n/a" if n is None else f"{n / 2**20:6.0f} MiB"
 
@@ -623,6 +646,10 @@ def main() -> None:
         action="store_true",
         help="also run dvtool's delete once under cProfile and print the top 15 functions",
     )
+    parser.add_argument("--skip-delta-spark", action="store_true", help="no Delta Spark peer")
+    parser.add_argument(
+        "--delta-spark-runs", type=int, default=4, help="Delta Spark runs, the first is warm-up"
+    )
     args = parser.parse_args()
     global DVTOOL_BIN
     DVTOOL_BIN = args.dvtool
@@ -636,6 +663,8 @@ def main() -> None:
     command += ["--repeat", str(args.repeat)]
     command += ["--dvtool", args.dvtool] if args.dvtool else []
     command += ["--profile"] if args.profile else []
+    command += ["--skip-delta-spark"] if args.skip_delta_spark else []
+    command += ["--delta-spark-runs", str(args.delta_spark_runs)]
 
     import deltalake
     import polars
@@ -740,6 +769,27 @@ def main() -> None:
         )
     if args.profile:
         profile(base, where, args.shape)
+    peer = None
+    if not args.skip_delta_spark:
+        peer = bench_delta_spark.measure(
+            f"DELETE FROM {{table}} WHERE {where}",
+            args.delta_spark_runs,
+            lambda name: fresh_copy(base, name),
+            lambda copy: delta_spark_check(copy, shape, ours_rows, expected),
+            BENCH / "delete-runs" / "jvm",
+        )
+        dvtool_warm, problems = bench_delta_spark.measure_dvtool_warm(
+            dvtool_python(),
+            "delete",
+            where,
+            args.delta_spark_runs,
+            lambda name: fresh_copy(base, name),
+            lambda copy: delta_spark_check(copy, shape, ours_rows, expected),
+        )
+        for problem in peer.problems + problems:
+            print(f"FAILED: {problem}", flush=True)
+        if peer.problems or problems:
+            sys.exit(1)
     shutil.rmtree(BENCH / "delete-runs", ignore_errors=True)
 
     med = {name: statistics.median(values) for name, values in times.items()}
@@ -844,6 +894,9 @@ def main() -> None:
         "main RSS: peak of the process itself (GNU time ru_maxrss); tree RSS: peak of the summed "
         "RSS of the process tree, sampled every 0.1 s"
     )
+    if peer is not None:
+        bench_delta_spark.report(peer, "dvtool delete --json", times["dvtool"], dvtool_warm)
+        print(f"  checked: Delta Spark deleted {expected:,} rows; the rows match dvtool's copy")
     load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
     print(f"reproduce: {shlex.join(command)}")

@@ -67,6 +67,14 @@ of the shape runs once more on a fresh copy under `python -m cProfile -o
     .venv/bin/python scripts/bench_purge.py --stock-cluster   # also on a stock-worker cluster
     .venv/bin/python scripts/bench_purge.py --shape small-files [--repeat 3] [--profile]
     .venv/bin/python scripts/bench_purge.py --shape small-files --files 200   # smoke run
+
+Delta Spark peer (issue 24; --skip-delta-spark to leave it out): after the repeats, Delta
+Spark 4.4.0 (local[2], tests/engines/jvm_engines.py) runs
+`REORG TABLE delta.`COPY` APPLY (PURGE)` on
+--delta-spark-runs fresh copies of the same base table, and dvtool runs the same command
+through its Python API in one process on as many copies; every copy is checked like
+dvtool's. Session start, the first (JIT warm-up) statement and the warm median are timed
+apart; bench_delta_spark.py says exactly what each ratio divides.
 """
 
 from __future__ import annotations
@@ -86,6 +94,7 @@ from pathlib import Path
 from typing import Any
 
 # scripts/ is on sys.path: this script's directory
+import bench_delta_spark
 from bench_process import print_profile, tree_rss
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -581,6 +590,12 @@ def main() -> None:
         action="store_true",
         help="also run each dvtool command once under cProfile and print the top 15 functions",
     )
+    parser.add_argument(
+        "--skip-delta-spark", action="store_true", help="no Delta Spark REORG ... PURGE peer"
+    )
+    parser.add_argument(
+        "--delta-spark-runs", type=int, default=4, help="Delta Spark runs, the first is warm-up"
+    )
     args = parser.parse_args()
     global DVTOOL_BIN
     DVTOOL_BIN = args.dvtool
@@ -596,6 +611,8 @@ def main() -> None:
     command += ["--dvtool", args.dvtool] if args.dvtool else []
     command += ["--stock-cluster"] if args.stock_cluster else []
     command += ["--profile"] if args.profile else []
+    command += ["--skip-delta-spark"] if args.skip_delta_spark else []
+    command += ["--delta-spark-runs", str(args.delta_spark_runs)]
     args.skip_spark = args.skip_spark or small
     total = args.files * args.rows_per_file
     threads = max(2, os.cpu_count() or 2)  # dvtool's ArrowEngine pool size
@@ -731,6 +748,27 @@ def main() -> None:
         profile(base, args.shape, "purge", ["--purge", "--engine", "arrow", "--json"])
         if small:
             profile(base, args.shape, "compaction", ["--engine", "arrow", "--json"])
+    peer = None
+    if not args.skip_delta_spark:
+        peer = bench_delta_spark.measure(
+            "REORG TABLE {table} APPLY (PURGE)",
+            args.delta_spark_runs,
+            lambda name: fresh_copy(base, name),
+            lambda copy: verify_purge(copy, state, "delta-spark", files=False),
+            RUNS / "jvm",
+        )
+        dvtool_warm, problems = bench_delta_spark.measure_dvtool_warm(
+            dvtool_python(),
+            "purge",
+            "",
+            args.delta_spark_runs,
+            lambda name: fresh_copy(base, name),
+            lambda copy: verify_purge(copy, state, "dvtool warm"),
+        )
+        for problem in peer.problems + problems:
+            print(f"FAILED: {problem}", flush=True)
+        if peer.problems or problems:
+            sys.exit(1)
     shutil.rmtree(RUNS, ignore_errors=True)
 
     med = {name: statistics.median(values) for name, values in walls.items()}
@@ -875,6 +913,13 @@ def main() -> None:
         "ru_maxrss); tree RSS: peak of the summed RSS of the whole process tree (JVM, Python "
         "workers), sampled every 0.1 s"
     )
+    if peer is not None:
+        what = "dvtool optimize --purge --engine arrow"
+        bench_delta_spark.report(peer, what, walls["arrow"], dvtool_warm)
+        print(
+            f"  checked: polars reads {state['expected_rows']:,} rows and inspect shows 0 files "
+            "with DVs on every Delta Spark copy"
+        )
     load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
     print(f"reproduce: {shlex.join(command)}")
