@@ -116,6 +116,15 @@ def commit_actions(path: Path, version: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def latest_protocol(path: Path) -> dict[str, Any]:
+    """The newest protocol action of the JSON commits in the log."""
+    found: dict[str, Any] = {}
+    for version in commit_versions(path):
+        for action in commit_actions(path, version):
+            found = action.get("protocol", found)
+    return found
+
+
 def tree_hashes(path: Path) -> dict[str, str]:
     """Every file under `path` with the SHA-256 of its bytes."""
     return {

@@ -26,6 +26,7 @@ from tests.oracles import (
     commit_actions,
     commit_versions,
     domain_metadata,
+    latest_protocol,
     parquet_field_id,
     raw_rows,
     read_dv,
@@ -50,14 +51,6 @@ def datafusion_rows(path: Path) -> list[Row]:
 
 def live_adds(path: Path) -> list[dict[str, Any]]:
     return list(replay_json(path)[1].values())
-
-
-def latest_protocol(path: Path) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for version in commit_versions(path):
-        for action in commit_actions(path, version):
-            found = action.get("protocol", found)
-    return found
 
 
 def codecs(file: Path) -> set[str]:

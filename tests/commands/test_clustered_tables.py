@@ -47,6 +47,7 @@ from tests.oracles import (
     commit_actions,
     commit_versions,
     domain_metadata,
+    latest_protocol,
     raw_rows,
     read_dv,
     replay_json,
@@ -95,14 +96,6 @@ def clustering_columns(domain: dict[str, Any]) -> list[str]:
     `[["id"]]`, or PROTOCOL.md's flat names)."""
     columns = json.loads(domain["configuration"])["clusteringColumns"]
     return [c[0] if isinstance(c, list) else c for c in columns]
-
-
-def latest_protocol(path: Path) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for version in commit_versions(path):
-        for action in commit_actions(path, version):
-            found = action.get("protocol", found)
-    return found
 
 
 def check_clustered(path: Path, domain: dict[str, Any], since: int) -> None:

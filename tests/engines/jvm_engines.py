@@ -29,7 +29,7 @@ import selectors
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,6 +261,32 @@ def start(engine: Engine, workdir: Path, conf: dict[str, str] | None = None) -> 
             session.server.stop()
             raise
     return session
+
+
+@contextlib.contextmanager
+def running(
+    engine: Engine, workdir: Path, conf: dict[str, str] | None = None
+) -> Iterator[JvmSession]:
+    """`start(...)` for a with block: the session is stopped when it ends."""
+    session = start(engine, workdir, conf)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def builder_main(
+    argv: list[str], module: str, engine: Engine, build_all: Callable[[JvmSession, Path], Path]
+) -> int:
+    """`python -m MODULE OUT_DIR` for a fixture builder: build into OUT_DIR, print the
+    manifest's path."""
+    if len(argv) != 1:
+        print(f"usage: python -m {module} OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0]).resolve()
+    with running(engine, out) as session:
+        print(build_all(session, out))
+    return 0
 
 
 def fetch_all(workdir: Path) -> None:

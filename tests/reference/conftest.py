@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, start
+from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, running
 from tests.reference import iceberg_tables as iceberg_tables_module
 from tests.reference import paimon_tables as paimon_tables_module
+from tests.reference import spark_tables
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,31 +48,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
     """Delta Spark (io.delta:delta-spark) in a local[2] session."""
-    session = start(DELTA_SPARK, tmp_path_factory.mktemp("delta-spark"))
-    try:
+    with running(DELTA_SPARK, tmp_path_factory.mktemp("delta-spark")) as session:
         yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture(scope="session")
 def iceberg_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
     """Iceberg's Spark runtime in a local[2] session; catalog `local` (Hadoop, path-based)."""
-    session = start(ICEBERG_SPARK, tmp_path_factory.mktemp("iceberg-spark"))
-    try:
+    with running(ICEBERG_SPARK, tmp_path_factory.mktemp("iceberg-spark")) as session:
         yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture(scope="session")
 def paimon_java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmSession]:
     """Paimon's Java API (paimon-bundle) in a plain local Spark session's JVM."""
-    session = start(PAIMON_JAVA, tmp_path_factory.mktemp("paimon-java"))
-    try:
+    with running(PAIMON_JAVA, tmp_path_factory.mktemp("paimon-java")) as session:
         yield session
-    finally:
-        session.stop()
+
+
+@pytest.fixture(scope="module", params=list(spark_tables.SHAPES))
+def spark_written(
+    request: pytest.FixtureRequest,
+    delta_spark: JvmSession,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> spark_tables.SparkWritten:
+    """Each table shape of tests/reference/spark_tables.py, built by Delta Spark's own DML
+    once per worker; never modified by the tests (they copy it)."""
+    root = tmp_path_factory.getbasetemp() / "spark-written"
+    shape = spark_tables.SHAPES[request.param]
+    return shape, spark_tables.built(delta_spark, root, request.param)
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ from tests.oracles import (
     commit_actions,
     commit_versions,
     dv_file,
+    latest_protocol,
     raw_rows,
     replay_json,
     row_tracking_rows,
@@ -331,15 +332,6 @@ def deltalake_version(path: Path, version: int) -> list[tuple[Any, ...]]:
     table = DeltaTable(str(path), version=version)
     result = QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all()
     return canon(pa.table(result).to_pylist())
-
-
-def latest_protocol(path: Path) -> dict[str, Any]:
-    """The newest protocol action of the JSON commits in the log."""
-    found: dict[str, Any] = {}
-    for version in commit_versions(path):
-        for action in commit_actions(path, version):
-            found = action.get("protocol", found)
-    return found
 
 
 def check_other_readers(timeline: Timeline) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.engines.jvm_engines import ICEBERG_SPARK, JvmSession, start
+from tests.engines.jvm_engines import ICEBERG_SPARK, JvmSession, builder_main
 
 Row = dict[str, Any]
 State = dict[int, Row]
@@ -281,16 +281,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tests.reference.iceberg_tables OUT_DIR", file=sys.stderr)
-        return 2
-    out = Path(argv[0]).resolve()
-    session = start(ICEBERG_SPARK, out)
-    try:
-        print(build_all(session, out))
-    finally:
-        session.stop()
-    return 0
+    return builder_main(argv, "tests.reference.iceberg_tables", ICEBERG_SPARK, build_all)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, start
+from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, builder_main
 
 DB = "fixtures"
 # One change: row kind ("+I" upsert, "-D" delete), id, partition, value.
@@ -286,16 +286,7 @@ def copy_table(entry: dict[str, Any], dst: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tests.reference.paimon_tables OUT_DIR", file=sys.stderr)
-        return 2
-    out = Path(argv[0]).resolve()
-    session = start(PAIMON_JAVA, out)
-    try:
-        print(build_all(session, out))
-    finally:
-        session.stop()
-    return 0
+    return builder_main(argv, "tests.reference.paimon_tables", PAIMON_JAVA, build_all)
 
 
 if __name__ == "__main__":

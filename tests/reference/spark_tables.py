@@ -153,6 +153,9 @@ SHAPES = {
     )
 }
 
+# A built shape: its definition and the root of the table Delta Spark made.
+SparkWritten = tuple[Shape, Path]
+
 
 def copy_table(source: Path, dest: Path) -> Path:
     """A copy of a built table at `dest` (a fresh directory)."""

@@ -20,20 +20,19 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 import dvtool
 from tests.cli_helpers import run
 from tests.engines.jvm_engines import JvmSession
 from tests.oracles import canon, commit_versions, replay_json
+from tests.reference import spark_tables
 from tests.reference.spark_checks import (
     assert_history_ends_with,
     assert_readers_agree,
     assert_same_table,
 )
 from tests.reference.spark_tables import (
-    SHAPES,
-    Shape,
+    SparkWritten,
     built,
     copy_table,
     ref,
@@ -42,26 +41,13 @@ from tests.reference.spark_tables import (
     spark_vacuum_dry_run,
 )
 
-Base = tuple[Shape, Path]
-
-
-@pytest.fixture(scope="module", params=list(SHAPES))
-def base(
-    request: pytest.FixtureRequest,
-    delta_spark: JvmSession,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Base:
-    """A shape built by Delta Spark (once per session), never modified by the tests."""
-    root = tmp_path_factory.getbasetemp() / "spark-written"
-    return SHAPES[request.param], built(delta_spark, root, request.param)
-
 
 def test_restore_equals_delta_spark_restore(
-    delta_spark: JvmSession, base: Base, tmp_path: Path
+    delta_spark: JvmSession, spark_written: SparkWritten, tmp_path: Path
 ) -> None:
     """`dvtool restore --version v` and Delta Spark's `RESTORE TABLE ... TO VERSION AS OF v`
     leave the same rows, row IDs and row commit versions."""
-    shape, path = base
+    shape, path = spark_written
     ours = copy_table(path, tmp_path / "ours")
     theirs = copy_table(path, tmp_path / "theirs")
     assert dvtool.restore(ours, version=shape.restore_to).version is not None
@@ -80,7 +66,7 @@ def test_restore_to_dvs_off_with_dvs_live(delta_spark: JvmSession, tmp_path: Pat
     compared with what the protocol fixes: Delta Spark's read of version 3 (rows, row IDs,
     row commit versions). Delta Spark then writes to the restored table (a copy-on-write
     DELETE, DVs being off) and reads it."""
-    shape = SHAPES["id-mapping-v2-dv-toggled"]
+    shape = spark_tables.SHAPES["id-mapping-v2-dv-toggled"]
     path = built(delta_spark, tmp_path.parent / "spark-written", shape.name)
     table = copy_table(path, tmp_path / "t")
     assert dvtool.restore(table, version=3).version is not None
@@ -95,13 +81,13 @@ def test_restore_to_dvs_off_with_dvs_live(delta_spark: JvmSession, tmp_path: Pat
 
 
 def test_maintain_then_vacuum_keep_every_row(
-    delta_spark: JvmSession, base: Base, tmp_path: Path
+    delta_spark: JvmSession, spark_written: SparkWritten, tmp_path: Path
 ) -> None:
     """`maintain` (purge every DV, compact, checkpoint) then `vacuum --retain 0h --force`:
     Delta Spark reads the rows (with row IDs and commit versions) it read before, from
     dvtool's checkpoint; its own VACUUM finds nothing more to delete; `inspect --verify` is
     clean."""
-    shape, path = base
+    shape, path = spark_written
     table = copy_table(path, tmp_path / "t")
     (before,) = spark_rows(delta_spark, table, row_tracking=shape.row_tracking)
     result = dvtool.maintain(

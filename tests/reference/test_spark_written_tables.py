@@ -26,8 +26,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import dvtool
 from tests.cli_helpers import run
 from tests.engines.jvm_engines import JvmSession
@@ -38,9 +36,7 @@ from tests.reference.spark_checks import (
     assert_same_table,
 )
 from tests.reference.spark_tables import (
-    SHAPES,
-    Shape,
-    built,
+    SparkWritten,
     copy_table,
     ref,
     spark_changes,
@@ -48,32 +44,19 @@ from tests.reference.spark_tables import (
     spark_rows,
 )
 
-Base = tuple[Shape, Path]
 
-
-@pytest.fixture(scope="module", params=list(SHAPES))
-def base(
-    request: pytest.FixtureRequest,
-    delta_spark: JvmSession,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Base:
-    """A shape built by Delta Spark (once per session), never modified by the tests."""
-    root = tmp_path_factory.getbasetemp() / "spark-written"
-    return SHAPES[request.param], built(delta_spark, root, request.param)
-
-
-def _copies(base: Base, tmp_path: Path) -> tuple[Path, Path]:
+def _copies(spark_written: SparkWritten, tmp_path: Path) -> tuple[Path, Path]:
     """Two copies of the base table: one for dvtool, one for Delta Spark."""
-    _, path = base
+    _, path = spark_written
     return copy_table(path, tmp_path / "ours"), copy_table(path, tmp_path / "theirs")
 
 
 def test_inspect_verify_is_clean_and_counts_are_delta_sparks(
-    delta_spark: JvmSession, base: Base
+    delta_spark: JvmSession, spark_written: SparkWritten
 ) -> None:
     """`inspect --verify --json` finds no problem; files, physical, logical and deleted rows
     and files with DVs equal Delta Spark's snapshot and the oracle's log replay."""
-    shape, path = base
+    shape, path = spark_written
     result = run("inspect", path, "--verify", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -103,13 +86,13 @@ def _oracle_counts(path: Path, logical_rows: int) -> dict[str, Any]:
 
 
 def test_delete_equals_delta_spark_delete(
-    delta_spark: JvmSession, base: Base, tmp_path: Path
+    delta_spark: JvmSession, spark_written: SparkWritten, tmp_path: Path
 ) -> None:
     """`dvtool delete --where P` (DVs where the table enables them, else copy-on-write) and
     Delta Spark's `DELETE FROM ... WHERE P` leave the same rows, row IDs and commit
     versions."""
-    shape, _ = base
-    ours, theirs = _copies(base, tmp_path)
+    shape, _ = spark_written
+    ours, theirs = _copies(spark_written, tmp_path)
     last = max(commit_versions(ours))
     result = run("delete", ours, "--where", shape.delete_where)
     assert result.exit_code == 0, result.output
@@ -129,11 +112,13 @@ def _configuration(path: Path) -> dict[str, str]:
     return configuration
 
 
-def test_purge_equals_reorg_purge(delta_spark: JvmSession, base: Base, tmp_path: Path) -> None:
+def test_purge_equals_reorg_purge(
+    delta_spark: JvmSession, spark_written: SparkWritten, tmp_path: Path
+) -> None:
     """`dvtool optimize --purge` and Delta Spark's `REORG TABLE ... APPLY (PURGE)` leave the
     same rows, row IDs and commit versions, and no DVs."""
-    shape, _ = base
-    ours, theirs = _copies(base, tmp_path)
+    shape, _ = spark_written
+    ours, theirs = _copies(spark_written, tmp_path)
     result = dvtool.optimize(ours, purge=True)
     assert result.versions, "the base tables all have DVs to purge"
     delta_spark.sql(f"REORG TABLE {ref(theirs)} APPLY (PURGE)")
@@ -142,14 +127,16 @@ def test_purge_equals_reorg_purge(delta_spark: JvmSession, base: Base, tmp_path:
     assert_history_ends_with(delta_spark, ours, ["REORG"] * len(result.versions))
 
 
-def test_compaction_equals_optimize(delta_spark: JvmSession, base: Base, tmp_path: Path) -> None:
+def test_compaction_equals_optimize(
+    delta_spark: JvmSession, spark_written: SparkWritten, tmp_path: Path
+) -> None:
     """dvtool compaction (`optimize`, a target size above the table's) and Delta Spark's
     `OPTIMIZE` leave the same rows, row IDs and commit versions, and (bin-packing both) as
     many files per partition. Delta Spark clusters a clustered table where dvtool
     bin-packs: a different, equally valid layout, so there only rows and row tracking are
     compared."""
-    shape, _ = base
-    ours, theirs = _copies(base, tmp_path)
+    shape, _ = spark_written
+    ours, theirs = _copies(spark_written, tmp_path)
     result = dvtool.optimize(ours, target_size=64 * 1024 * 1024)
     assert result.versions, "the base tables all have small files to compact"
     delta_spark.sql(f"OPTIMIZE {ref(theirs)}")
