@@ -57,7 +57,7 @@ The writer gives each such leaf's row groups to `add_footer`, all or nothing: it
 False, taking none of them, when a row group has no null count, or no min/max although it
 holds values (pyarrow leaves out those of strings over 4 KiB), or values of another kind;
 the writer then reads those leaves back from the file into `update_from_file`. The
-statistics are byte for byte the same either way (tests/test_footer_stats.py).
+statistics are byte for byte the same either way (tests/data_files/test_footer_stats.py).
 """
 
 from __future__ import annotations

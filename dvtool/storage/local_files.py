@@ -5,7 +5,7 @@ table that object used to be fsspec's `LocalFileSystem`, and importing fsspec (w
 and its registry of implementations) cost 25-35 ms of every command's start-up, more than
 reading a small table. `LocalFiles` is the part of that filesystem dvtool calls (`ls` with
 details, `info`, `cat_file`, `open` for reading, `rm_file`, `invalidate_cache`), written on
-`os`, answering as fsspec's does (tests/test_local_files.py compares the two):
+`os`, answering as fsspec's does (tests/storage/test_local_files.py compares the two):
 
 - entries are dicts with fsspec's keys (`name`, `size`, `type` = `file`, `directory` or
   `other`, `created`, `islink`, `mode`, `uid`, `gid`, `mtime`, `ino`, `nlink`, and

@@ -2,7 +2,8 @@
 
 The expected values of the examples are what Spark 4.3 printed for the same SQL (session
 time zone UTC); tests/predicate/test_spark_semantics.py checks random predicates against a
-live Spark session, and tests/test_predicate_properties.py against tests/predicate_reference.
+live Spark session, and tests/predicate/test_predicate_properties.py against
+tests/predicate/predicate_reference.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dvtool.errors import PredicateError
 from dvtool.predicate import Match, Predicate, datetime_bounds
 from dvtool.predicate.intervals import Interval, interval_of
 from dvtool.predicate.tree import Literal
-from tests.predicate_grammar import SCHEMA
+from tests.predicate.predicate_grammar import SCHEMA
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 24, 14, 15, 16, 123456, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """Spark-checked property tests: dvtool's `--where` evaluation equals Spark's, row by row.
 
-Hypothesis draws tables and predicates from the grammar of tests/predicate_grammar.py with
+Hypothesis draws tables and predicates from the grammar of tests/predicate/predicate_grammar.py with
 the focus on dates, timestamps and strings (date and time functions, INTERVAL arithmetic,
 RLIKE, date_format); a local Spark session (session time zone UTC, ANSI mode, Spark's
 defaults otherwise) evaluates the user's text, and dvtool's arrow filter must select exactly
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from dvtool.errors import InvalidInputError
 from dvtool.predicate import Predicate
-from tests.predicate_grammar import COLUMNS, NOW, SCHEMA, Row, predicate, rows, to_table
+from tests.predicate.predicate_grammar import COLUMNS, NOW, SCHEMA, Row, predicate, rows, to_table
 
 pytestmark = pytest.mark.xdist_group("spark-predicates")
 

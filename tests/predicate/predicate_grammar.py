@@ -3,8 +3,8 @@
 Hypothesis draws small tables (int64, double, string, date, timestamp, decimal and boolean
 columns, all with NULLs) and predicates from a grammar of the supported constructs. Every
 generated node carries its Spark SQL text, its text in polars' SQL dialect (or None where
-polars differs from Spark: see tests/test_predicate_properties.py), and a reference
-evaluator built from tests/predicate_reference.py.
+polars differs from Spark: see tests/predicate/test_predicate_properties.py), and a reference
+evaluator built from tests/predicate/predicate_reference.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from dvtool.core.schema import StructField, StructType
-from tests.predicate_reference import (
+from tests.predicate.predicate_reference import (
     Ref,
     Row,
     ref_add_months,

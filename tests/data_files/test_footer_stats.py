@@ -5,7 +5,7 @@ the min/max of integers, strings, date32, timestamps and decimal128, at the top 
 structs (`StatsCollector.use_footer`), instead of computing them batch by batch. The oracle
 is the computed path: a `StatsCollector` that sees every row of the same data (itself
 checked against plain python and delta-rs in tests/core/test_stats_collect.py); random
-tables of every type are in tests/test_footer_stats_properties.py.
+tables of every type are in tests/data_files/test_footer_stats_properties.py.
 The `stats` JSON must be byte-for-byte the same, for every type, with nulls, NaNs, signed
 zeros, long and supplementary-plane strings, strings over pyarrow's 4 KiB statistics limit
 (no footer min/max: read back), timestamps with microseconds before and after 1970, one or

@@ -41,7 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dvtool.predicate import Match, Predicate
-from tests.predicate_grammar import (
+from tests.predicate.predicate_grammar import (
     COLUMNS,
     FOCUS,
     NOW,

@@ -12,7 +12,7 @@ size, row groups of a random size and a random `delta.dataSkippingNumIndexedCols
 (footer statistics, `StatsCollector.use_footer`); the oracle is a `StatsCollector` that
 computes everything from the same batches (checked against plain python and delta-rs in
 tests/core/test_stats_collect.py). The file is never read back: no value is over pyarrow's
-4 KiB statistics limit (tests/test_footer_stats.py covers those).
+4 KiB statistics limit (tests/data_files/test_footer_stats.py covers those).
 """
 
 from __future__ import annotations

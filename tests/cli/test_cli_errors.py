@@ -23,7 +23,7 @@ from dvtool.errors import EXIT_CODES, DvtoolError
 from tests.cli_helpers import all_output, error_object, run
 from tests.oracles import GOLDEN
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 SMALL = "table-with-dv-small"
 
 

@@ -226,7 +226,7 @@ def test_every_s3_rule_target_is_an_s3fs_argument() -> None:
 
 def test_readme_shows_every_rule() -> None:
     """README "Storage options" is the documented form of the rules: every key and target."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### Storage options", 1)[1].split("\n## ", 1)[0]
     for protocol, rules in RULES.items():
         for rule in rules:

@@ -29,7 +29,7 @@ from dvtool.predicate.statistics import ColumnStats
 from dvtool.predicate.tree import Column, Compare, Literal, columns
 
 ALL, NONE, SOME = Match.ALL, Match.NONE, Match.SOME
-GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden"
+GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden"
 WIDENED_TABLE = GOLDEN / "type-widening"
 
 

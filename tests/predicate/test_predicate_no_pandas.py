@@ -4,8 +4,8 @@ pyarrow imports pandas, when installed, the first time it converts a Python obje
 value given to `pa.scalar`, `pa.array` or a compute function, the as_py of a timestamp with a
 time zone) and when `pyarrow.acero` or `pyarrow.dataset` is imported. This test process has
 imported pandas long ago, so the check runs in a fresh interpreter: it evaluates every case of
-tests/test_predicate.py there (rows selected, file skipping on partition values and on Delta
-and parquet statistics), compares the results with the expected ones, and reports whether
+tests/predicate/test_predicate.py there (rows selected, file skipping on partition values and
+on Delta and parquet statistics), compares the results with the expected ones, and reports whether
 pandas was imported. The data goes over as an Arrow IPC file and a parquet file, the cases as
 a pickle, so the child converts nothing itself.
 """
@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 
 from dvtool.core.schema import StructField, StructType
 from dvtool.predicate import Predicate
-from tests import test_predicate as cases
+from tests.predicate import test_predicate as cases
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, pickle, sys

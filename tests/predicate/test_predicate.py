@@ -2,7 +2,7 @@
 mapping, nested fields, partitions, statistics rules and the Spark SQL text.
 
 Expected rows follow Spark 4's semantics (ANSI type coercion, session time zone UTC);
-tests/test_predicate_properties.py checks the same against independent oracles at random.
+tests/predicate/test_predicate_properties.py checks the same against independent oracles at random.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from tests.cli.test_cli_errors import SMALL, _corrupt_dv, _refuse_local_writes, _table, _two_lines
 from tests.cli_helpers import all_output, error_object, run
 from tests.oracles import GOLDEN, tree_hashes
-from tests.test_cli_errors import SMALL, _corrupt_dv, _refuse_local_writes, _table, _two_lines
 
 
 def _log_files(table: Path) -> list[str]:

@@ -26,7 +26,7 @@ from dvtool.errors import FileMissingError, StorageError, UsageError
 from dvtool.storage import FileInfo, Storage, _fsspec_options
 from tests.s3_server import S3Server
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden"
 KINDS = ["local", "file_uri", "memory"]
 
 
