@@ -283,4 +283,8 @@ def test_delta_spark_reads_and_writes_after_dvtool(
     check_refused_as_too_old(delta_spark, story, downgraded[-1])
     story.write("VACUUM {t} RETAIN 0 HOURS", same)
     with story.step("final reads"):
-        check_reads(delta_spark, story.timeline, story.timeline.retained())
+        # Every version was read by Delta Spark when it was made; after the last vacuum and
+        # cleanup, the oldest version left and any not read yet are read again.
+        retained = story.timeline.retained()
+        unread = [v for v in retained if v not in story.timeline.checked]
+        check_reads(delta_spark, story.timeline, sorted({*retained[:1], *unread}))
