@@ -33,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvtool.errors import DeletionVectorError
+
 PartitionKey = tuple[int, tuple[Any, ...]]
 
 
@@ -155,7 +157,10 @@ class DeleteIndex:
         key = partition_key(entry.spec_id, entry.partition)
         if entry.content is DeleteContent.DELETION_VECTOR:
             if entry.referenced_data_file is None:
-                raise ValueError(f"deletion vector {entry.path} has no referenced_data_file")
+                raise DeletionVectorError(
+                    "a deletion vector's manifest entry has no referenced_data_file",
+                    dv_file=entry.path,
+                )
             self._dvs.setdefault(entry.referenced_data_file, []).append(entry)
         elif entry.content is DeleteContent.POSITION:
             target = entry.target()

@@ -13,9 +13,11 @@ import struct
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dvtool.errors import DeletionVectorError
 from dvtool.iceberg.delete_index import (
     DataFileEntry,
     DeleteContent,
@@ -157,3 +159,9 @@ def test_a_dv_hides_older_position_deletes_of_its_file_only() -> None:
     assert index.for_data_file(a).deletion_vector == dv
     assert index.for_data_file(a).position == ()
     assert index.for_data_file(b).position == (position,)
+
+
+def test_a_dv_without_its_data_file_is_reported_as_damage() -> None:
+    dv = DeleteFileEntry("dv.puffin", DeleteContent.DELETION_VECTOR, PARTITIONED, (1.5,), 1, 1)
+    with pytest.raises(DeletionVectorError, match=r"no referenced_data_file.*DV file dv\.puffin"):
+        DeleteIndex([dv], unpartitioned_specs=set())
