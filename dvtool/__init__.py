@@ -44,14 +44,14 @@ if TYPE_CHECKING:
         vacuum,
     )
     from dvtool.commands.checkpoint import CheckpointResult
-    from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.delete.command import DeleteResult
     from dvtool.commands.enable import EnableResult
-    from dvtool.commands.inspect import InspectResult
+    from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.log_cleanup import LogCleanupResult
-    from dvtool.commands.maintain import MaintainResult
-    from dvtool.commands.optimize import OptimizeResult
-    from dvtool.commands.restore import RestoreResult
-    from dvtool.commands.vacuum import VacuumResult
+    from dvtool.commands.maintain.command import MaintainResult
+    from dvtool.commands.optimize.command import OptimizeResult
+    from dvtool.commands.restore.command import RestoreResult
+    from dvtool.commands.vacuum.command import VacuumResult
     from dvtool.errors import DvtoolError
 
 __version__ = "0.1.0"
@@ -90,14 +90,14 @@ _HOMES = {
     "restore": "dvtool.api",
     "vacuum": "dvtool.api",
     "CheckpointResult": "dvtool.commands.checkpoint",
-    "DeleteResult": "dvtool.commands.delete",
+    "DeleteResult": "dvtool.commands.delete.command",
     "EnableResult": "dvtool.commands.enable",
-    "InspectResult": "dvtool.commands.inspect",
+    "InspectResult": "dvtool.commands.inspect.command",
     "LogCleanupResult": "dvtool.commands.log_cleanup",
-    "MaintainResult": "dvtool.commands.maintain",
-    "OptimizeResult": "dvtool.commands.optimize",
-    "RestoreResult": "dvtool.commands.restore",
-    "VacuumResult": "dvtool.commands.vacuum",
+    "MaintainResult": "dvtool.commands.maintain.command",
+    "OptimizeResult": "dvtool.commands.optimize.command",
+    "RestoreResult": "dvtool.commands.restore.command",
+    "VacuumResult": "dvtool.commands.vacuum.command",
     "DvtoolError": "dvtool.errors",
 }
 

@@ -25,8 +25,8 @@ people): `UsageError` (invalid arguments, e.g. a predicate on a missing column o
 (a malformed log), `UnsupportedFeatureError` (a table feature dvtool does not implement),
 `DeletionVectorError`, `StorageError` (reads and writes; `CommitOutcomeUnknownError` when a
 commit's outcome cannot be confirmed), `CommitConflictError` (a concurrent writer won every
-retry), `WriteRefusedError`, and `dvtool.engines.spark.SparkEngineError` (Spark could not run a
-scan or a rewrite; its message is the executor's own error on one line).
+retry), `WriteRefusedError`, and `dvtool.engines.spark.failures.SparkEngineError` (Spark
+could not run a scan or a rewrite; its message is the executor's own error on one line).
 
 Importing `dvtool` imports neither this module's dependencies nor pyspark: `dvtool.delete` and
 `dvtool.optimize` load it on first use.
@@ -46,16 +46,16 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from dvtool.commands.checkpoint import CheckpointResult
-    from dvtool.commands.delete import DeleteResult
+    from dvtool.commands.delete.command import DeleteResult
     from dvtool.commands.enable import EnableResult
-    from dvtool.commands.inspect import InspectResult
+    from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.log_cleanup import LogCleanupResult
-    from dvtool.commands.maintain import MaintainResult
-    from dvtool.commands.optimize import OptimizeResult
-    from dvtool.commands.restore import RestoreResult
-    from dvtool.commands.vacuum import VacuumResult
+    from dvtool.commands.maintain.command import MaintainResult
+    from dvtool.commands.optimize.command import OptimizeResult
+    from dvtool.commands.restore.command import RestoreResult
+    from dvtool.commands.vacuum.command import VacuumResult
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.engines.base import Engine
-    from dvtool.log.reader import DeltaLog
 
 __all__ = [
     "checkpoint",
@@ -90,7 +90,7 @@ def inspect(
     footers of files without `numRecords`. `result.exit_code` is what the CLI would exit
     with (6 when `verify` found problems, 3 when a gate failed, else 0).
     """
-    from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
+    from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
 
     request = InspectRequest(
         version=version,
@@ -129,7 +129,7 @@ def vacuum(
     `lite` takes candidates from the log instead of listing the directory. `result.failed`
     lists files that could not be deleted.
     """
-    from dvtool.commands.vacuum import VacuumRequest, parse_duration, run_vacuum
+    from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
 
     retain_ms = parse_duration(retain) if retain is not None else None
     request = VacuumRequest(retain_ms, dry_run, lite, force)
@@ -179,7 +179,7 @@ def delete(
     when nothing matched), `metrics` Delta's operation metrics, `changes` one entry per file.
     Conflicting concurrent commits are retried (re-planned) up to 10 times.
     """
-    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
 
     log = _open(table, storage_options)
     with _engine(spark) as engine:
@@ -208,7 +208,7 @@ def optimize(
     rewrites in-process. Returns the `OptimizeResult`: `versions` the committed versions,
     `bins` the planned output files, `metrics` Delta's operation metrics.
     """
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
 
     log = _open(table, storage_options)
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)
@@ -230,7 +230,7 @@ def restore(
     the files re-added and removed, `result.metrics` Delta's RESTORE metrics. A restore
     that needs vacuumed files raises `FileMissingError`; a concurrent commit,
     `CommitConflictError` (nothing committed)."""
-    from dvtool.commands.restore import RestoreRequest, run_restore
+    from dvtool.commands.restore.command import RestoreRequest, run_restore
 
     request = RestoreRequest(version, _epoch_ms(timestamp), dry_run)
     return run_restore(_open(table, storage_options), request)
@@ -270,7 +270,11 @@ def maintain(
     failure never raises: `result.tables` holds each one's plan, actions, metrics and
     error, and `result.exit_code` is the worst of theirs.
     """
-    from dvtool.commands.maintain import MaintainRequest, parse_option_duration, run_maintain
+    from dvtool.commands.maintain.command import (
+        MaintainRequest,
+        parse_option_duration,
+        run_maintain,
+    )
 
     interrupts.begin_library_call()
     paths = [targets] if isinstance(targets, (str, os.PathLike)) else list(targets)
@@ -295,7 +299,7 @@ def maintain(
 
 
 def _open(table: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> DeltaLog:
-    from dvtool.log.reader import open_log
+    from dvtool.delta.log.reader import open_log
 
     interrupts.begin_library_call()
     return open_log(os.fspath(table), dict(storage_options or {}))
@@ -312,7 +316,7 @@ def _engine(spark: Any) -> Iterator[Engine]:
         return
     if not (hasattr(spark, "conf") and hasattr(spark, "createDataFrame")):
         raise UsageError(f"spark must be a SparkSession, not {type(spark).__name__}")
-    from dvtool.engines.spark import SparkEngine
+    from dvtool.engines.spark.engine import SparkEngine
 
     engine = SparkEngine.from_session(spark)
     try:

@@ -181,7 +181,7 @@ def _error_json(kind: str, message: str, hint: str | None) -> dict[str, Any]:
 
 
 def _report_json(error: dict[str, Any]) -> None:
-    from dvtool.render import Renderer
+    from dvtool.render.renderer import Renderer
 
     Renderer(as_json=True).json({"error": error})
 
@@ -190,7 +190,7 @@ def _report(
     ctx: click.Context, message: str, error: BaseException, as_json: dict[str, Any]
 ) -> None:
     """The message on stderr (with the traceback under -v); with --json, the error object."""
-    from dvtool.render import Renderer
+    from dvtool.render.renderer import Renderer
 
     if _json_requested(ctx):
         _report_json(as_json)

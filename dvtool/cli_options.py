@@ -58,7 +58,7 @@ class SizeParam(click.ParamType):  # type: ignore[type-arg]
         if isinstance(value, int):
             size = value
         else:
-            from dvtool.core.byte_size import parse_byte_size
+            from dvtool.byte_size import parse_byte_size
 
             try:
                 size = parse_byte_size(str(value))
@@ -127,7 +127,7 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def opened(*args: Any, table: str, storage_options: Sequence[str], **kwargs: Any) -> Any:
-        from dvtool.log.reader import open_log
+        from dvtool.delta.log.reader import open_log
 
         click.get_current_context().meta[TABLE_META] = table
 

@@ -71,8 +71,8 @@ def main() -> None:
 
     import deltalake
 
-    from dvtool.commands.inspect import InspectRequest, run_inspect
-    from dvtool.log.reader import open_log
+    from dvtool.commands.inspect.command import InspectRequest, run_inspect
+    from dvtool.delta.log.reader import open_log
 
     dvtool_bin = args.dvtool or str(Path(sys.executable).parent / "dvtool")
     cases: dict[str, Callable[[], object]] = {

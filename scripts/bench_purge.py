@@ -7,7 +7,7 @@ file), then `dvtool enable` and `dvtool delete --where "key % 10 = 3"`, which le
 deleting ~10% of the rows on every file (checked with `dvtool inspect --json`). Each measured
 run works on a fresh copy of it. Per repeat, in the same run, each in its own process:
 
-- the floor: a Python process that decodes the DVs (dvtool.dvstore.DVStore, as dvtool
+- the floor: a Python process that decodes the DVs (dvtool.delta.dvstore.DVStore, as dvtool
   must too: DV decoding is INCLUDED in the floor), then per file `pyarrow.parquet.read_table`
   (all columns), drops the DV's rows with a boolean mask and `pyarrow.parquet.write_table`
   (snappy). Twice: files one after another, and on a thread pool of the size dvtool's arrow
@@ -112,9 +112,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
-from dvtool.dvstore import DVStore
-from dvtool.storage import Storage
+from dvtool.delta.protocol.deletion_vector import DeletionVectorDescriptor
+from dvtool.delta.dvstore import DVStore
+from dvtool.storage.table_storage import Storage
 
 root, threads, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[4]
 with open(sys.argv[3]) as f:
@@ -173,7 +173,7 @@ SPARK_STARTUP_SNIPPET = """
 import json, time
 started = time.perf_counter()
 from dvtool.engines import SparkSettings
-from dvtool.engines.spark import SparkEngine
+from dvtool.engines.spark.engine import SparkEngine
 import pyspark.sql
 imported = time.perf_counter()
 engine = SparkEngine(SparkSettings())
@@ -793,7 +793,7 @@ def main() -> None:
         )
     print(
         "floor: pyarrow read_table + mask filter + write_table(snappy) per file; DV decoding "
-        "(dvtool.dvstore) INCLUDED"
+        "(dvtool.delta.dvstore) INCLUDED"
     )
     print(
         f"  {'wall time per process (with interpreter start-up)':50s} {'median':>8s} "
@@ -902,7 +902,7 @@ def main() -> None:
             ("deltalake optimize.compact(), process wall", med["dl-compact"]),
             ("fair floor, process wall", floor),
             (
-                "  DV decoding (dvtool.dvstore, timed inside)",
+                "  DV decoding (dvtool.delta.dvstore, timed inside)",
                 statistics.median(fair_parts["decode"]),
             ),
             ("  read-filter-write (timed inside)", statistics.median(fair_parts["rewrite"])),

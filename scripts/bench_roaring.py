@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pyroaring import BitMap64
 
-from dvtool.core.roaring import decode64, encode64
+from dvtool.deletion_vectors.roaring import decode64, encode64
 
 
 def best_of(fn: Callable[[], Any], repeats: int = 5) -> float:

@@ -20,8 +20,8 @@ picking at random and running as a CLI subprocess with `--json`:
 - `inspect --json` (sometimes `--verify`), a read.
 
 Each operation's exit code is classified: 0 is success; 4 with a commit-conflict message
-(`CommitConflictError`, see dvtool/errors.py, dvtool/log/writer.py and, for a restore while a
-vacuum runs, dvtool/commands/restore_plan.py) is a conflict; 5 from a restore whose message
+(`CommitConflictError`, see dvtool/errors.py, dvtool/delta/log/writer.py and, for a restore while a
+vacuum runs, dvtool/commands/restore/plan.py) is a conflict; 5 from a restore whose message
 says files it needs no longer exist (vacuumed) is a refusal, expected and counted apart, as
 is 7 from a `vacuum --lite` that needs commits the log cleanup deleted (before any vacuum
 recorded `_last_vacuum_info`, it reads the log from version 0; README: run a full vacuum
@@ -324,7 +324,7 @@ def save_records(records: Sequence[OpRecord], path: Path) -> None:
 
 
 def retention_seconds(text: str) -> float:
-    from dvtool.commands.vacuum import parse_duration
+    from dvtool.commands.vacuum.command import parse_duration
 
     return parse_duration(text) / 1000
 

@@ -25,8 +25,9 @@ from soak_log import commit_times, list_log
 from soak_signals import SignalChooser, SignalPlan, run_process, stop_point
 from soak_table import REGIONS, Spec, TableShape, Target, predicate_sql, random_predicate
 
-# Messages of CommitConflictError (dvtool/log/writer.py, dvtool/commands/optimize.py, and
-# dvtool/commands/restore_plan.py for a restore while a vacuum runs).
+# Messages of CommitConflictError (dvtool/delta/log/writer.py, dvtool/commands/optimize/command.py,
+# and
+# dvtool/commands/restore/plan.py for a restore while a vacuum runs).
 CONFLICT_EXIT = 4  # CommitConflictError.exit_code (README, exit codes)
 RUNNING_VACUUM_MESSAGE = "has not committed VACUUM END"
 CONFLICT_MESSAGES = (
@@ -36,18 +37,18 @@ CONFLICT_MESSAGES = (
     RUNNING_VACUUM_MESSAGE,
 )
 # A restore refused because files it re-adds were vacuumed (FileMissingError, "not-found";
-# dvtool/commands/restore_plan.py require_files_exist): expected, counted apart.
+# dvtool/commands/restore/plan.py require_files_exist): expected, counted apart.
 REFUSED_EXIT = 5
 VACUUMED_MESSAGE = "it needs no longer exist"
 REFUSED_VERSION = re.compile(r"restore to version (\d+) refused")
 # A vacuum --lite refused because commits it must read were cleaned from the log (README
-# "vacuum": run a full vacuum first; dvtool/commands/vacuum_lite.py): expected once the log
+# "vacuum": run a full vacuum first; dvtool/commands/vacuum/lite.py): expected once the log
 # cleanup deleted the setup's commits and before a vacuum recorded _last_vacuum_info.
 LITE_REFUSED_EXIT = 7  # WriteRefusedError, "refused"
 LITE_REFUSED_MESSAGE = "vacuum --lite needs"
 LITE_MISSING_VERSION = re.compile(r"version (\d+) is no longer in the log")
 # An optimize in batches (--batch-size) whose later batch conflicted names the earlier ones
-# (dvtool/commands/optimize.py): they are its commits.
+# (dvtool/commands/optimize/command.py): they are its commits.
 EARLIER_BATCHES = re.compile(r"earlier batches were committed as versions \[([\d, ]*)\]")
 RECENT_RESTORE_VERSIONS = 15  # half the restores pick among this many newest versions
 OPERATION_WEIGHTS = {

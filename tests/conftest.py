@@ -54,7 +54,7 @@ def _hypothesis_profiles() -> None:
     from hypothesis import settings
 
     # No deadline: speed is measured in benchmarks, never in tests; a loaded CI machine made
-    # a 200 ms per-example deadline fail a correct property (tests/core/test_stats.py).
+    # a 200 ms per-example deadline fail a correct property (tests/delta/protocol/test_stats.py).
     settings.register_profile("ci", derandomize=True, database=None, deadline=None)
     settings.register_profile("explore", deadline=None)
     settings.load_profile("explore" if os.environ.get("DVTOOL_HYPOTHESIS") == "explore" else "ci")

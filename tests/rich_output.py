@@ -1,6 +1,6 @@
-"""What rich prints off a terminal: dvtool's stdout console (`dvtool.render._console`) made
+"""What rich prints off a terminal: dvtool's stdout console (`dvtool.render.output._console`) made
 with stdout redirected to a string, colour not forced, so it is the console a pipe gets,
-`width` columns wide (`COLUMNS`, as dvtool.plain_console.log_width reads it)."""
+`width` columns wide (`COLUMNS`, as dvtool.render.plain_console.log_width reads it)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from unittest import mock
 
 from rich.console import Console
 
-from dvtool.render import _console
+from dvtool.render.output import _console
 
 _FORCING = ("FORCE_COLOR", "TTY_COMPATIBLE")
 WIDE = 1_000_000  # wider than any table of the tests: rich draws every one

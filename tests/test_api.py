@@ -21,8 +21,8 @@ import pytest
 from deltalake import write_deltalake
 
 import dvtool
-from dvtool.commands.delete import DeleteResult
-from dvtool.commands.optimize import OptimizeResult
+from dvtool.commands.delete.command import DeleteResult
+from dvtool.commands.optimize.command import OptimizeResult
 from dvtool.errors import DvtoolError, TableNotFoundError, UsageError
 
 

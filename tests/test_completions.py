@@ -68,7 +68,7 @@ def test_fish_keeps_whole_descriptions() -> None:
 )
 def test_check_completes_the_gate_names(shell: str, words: str, current: str) -> None:
     """`--check <TAB>` offers the gates (`max-deleted-ratio=`, ...), each ready for its limit."""
-    from dvtool.commands.inspect_checks import CHECK_NAMES
+    from dvtool.commands.inspect.checks import CHECK_NAMES
 
     answers = "\n".join(_complete(shell, words, current))
     wanted = [n for n in CHECK_NAMES if shell == "bash" or n.startswith("max-f")]

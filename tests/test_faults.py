@@ -41,7 +41,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from dvtool import faults
 from dvtool.cli import cli
 from dvtool.errors import StorageError
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 from tests.oracles import commit_actions, commit_versions, dv_file, replay_json
 
 ROWS_PER_FILE = 300

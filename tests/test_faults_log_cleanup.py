@@ -31,10 +31,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-import dvtool.log.cleanup as log_cleanup_module
+import dvtool.delta.log.cleanup as log_cleanup_module
 from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
-from dvtool.log.reader import open_log
-from dvtool.storage import Storage
+from dvtool.delta.log.reader import open_log
+from dvtool.storage.table_storage import Storage
 from tests.racers import Racers
 from tests.test_faults import (
     SIGNAL_EXITS,
@@ -247,7 +247,7 @@ def test_cutoff_checkpoint_gone_before_deleting(
 def _prepare_cleanup(table: str) -> Callable[[], int]:
     """A racer's job: open the log, then (released) run the cleanup."""
     from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
-    from dvtool.log.reader import open_log
+    from dvtool.delta.log.reader import open_log
 
     log = open_log(table)
     return lambda: run_log_cleanup(log, LogCleanupRequest()).deleted_files

@@ -1,5 +1,5 @@
 """README.md's table features x commands table is the rule: every cell is checked here against
-the gate (`dvtool.core.features`), so documentation and code cannot drift apart.
+the gate (`dvtool.delta.protocol.features`), so documentation and code cannot drift apart.
 
 A cell `yes` means the feature does not block the command on a table without special
 properties; `yes (n)` the same, with footnote n naming a table property under which the
@@ -15,8 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from dvtool.core.actions import Metadata, Protocol
-from dvtool.core.features import COMMANDS, READ_SUPPORTED, require_readable, require_writable
+from dvtool.delta.protocol.actions import Metadata, Protocol
+from dvtool.delta.protocol.features import (
+    COMMANDS,
+    READ_SUPPORTED,
+    require_readable,
+    require_writable,
+)
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 
 README = Path(__file__).resolve().parents[1] / "README.md"

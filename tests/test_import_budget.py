@@ -34,7 +34,7 @@ NEVER = frozenset(
     {
         # pyarrow imports pandas (0.1-0.2 s), when installed, the first time it converts a
         # Python object (pa.array, pa.scalar, a Python number given to a compute function);
-        # dvtool converts through dvtool.core.arrow_values instead. Installed with the Spark
+        # dvtool converts through dvtool.arrays.arrow_values instead. Installed with the Spark
         # extras, so this venv (test extras) has it.
         "pandas",
         # Only the Spark engine imports it, when a command runs on Spark.
@@ -58,7 +58,7 @@ HELP_FORBIDDEN = NEVER | {
     "numpy",
     "fsspec",  # the storage layer
     "rich",  # click prints the help itself
-    "dvtool.log.reader",
+    "dvtool.delta.log.reader",
 }
 # Reading the small table: JSON commits only, no DV read, no data file opened.
 _SMALL_TABLE = {
@@ -66,13 +66,13 @@ _SMALL_TABLE = {
     # file table, and pyarrow with numpy (~0.1 s of start-up), are not built.
     "pyarrow",
     "numpy",
-    "dvtool.core.file_actions",
+    "dvtool.delta.protocol.file_actions",
     "pyarrow.parquet",  # for checkpoints, data files and their footers: the table has none
     "pyarrow.fs",
-    "dvtool.core.checkpoint",  # the checkpoint reader
-    "dvtool.core.checkpoint_build",  # and builder (only a commit that writes a checkpoint)
+    "dvtool.delta.protocol.checkpoint",  # the checkpoint reader
+    "dvtool.delta.protocol.checkpoint_build",  # and builder (a commit that writes a checkpoint)
     "pyroaring",  # the DV codec: DVs are only read by --files and --verify
-    "dvtool.dvstore",
+    "dvtool.delta.dvstore",
     "dvtool.data_files",  # footers: --count-rows and --verify
     # fsspec (with asyncio, ~25 ms): a local table without storage options is read through
     # dvtool.storage.local_files on `os`; object stores, memory:// and options need fsspec.
@@ -83,7 +83,7 @@ _SMALL_TABLE = {
 # `dvtool inspect T --json`: one json.dumps of the result; rich only draws tables.
 INSPECT_JSON_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
 # `dvtool inspect T` off a terminal (stdout a pipe or a file, colour not forced): the summary's
-# tables are drawn as rich would draw them there, without rich (~30 ms; dvtool.render_inspect).
+# tables are drawn as rich would draw them there, without rich (~30 ms; dvtool.render.inspect).
 INSPECT_HUMAN_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich"}
 # On a terminal rich draws them; the progress bar (rich.progress) comes only with a task
 # (--verify).
@@ -93,8 +93,8 @@ INSPECT_TERMINAL_FORBIDDEN = NEVER | _SMALL_TABLE | {"rich.progress"}
 INSPECT_CHECKPOINT_FORBIDDEN = NEVER | {
     "rich",
     "pyroaring",
-    "dvtool.dvstore",
-    "dvtool.core.checkpoint_build",
+    "dvtool.delta.dvstore",
+    "dvtool.delta.protocol.checkpoint_build",
 }
 # `dvtool delete T --where ...`: the predicate is parsed (sqlglot), checked against statistics
 # and evaluated on the rows, and still pandas stays out (issue 12).
@@ -169,7 +169,7 @@ def test_inspect_json_imports_no_pandas_and_no_rich(small_dv_table: Path) -> Non
     assert run["exit"] == 0
     summary = json.loads(run["stdout"])
     assert (summary["files_with_dvs"], summary["deleted_rows"]) == (1, 3)
-    assert {"dvtool.log.reader", "dvtool.commands.inspect_summary"} <= set(run["modules"])
+    assert {"dvtool.delta.log.reader", "dvtool.commands.inspect.summary"} <= set(run["modules"])
     assert _loaded(run["modules"], INSPECT_JSON_FORBIDDEN) == []
 
 
@@ -178,7 +178,7 @@ def test_inspect_human_output_off_a_terminal_imports_no_rich(small_dv_table: Pat
     assert run["exit"] == 0
     assert re.search(r"│ deleted rows +│ +3 \(37\.50%\) │", run["stdout"])
     assert "\x1b[" not in run["stdout"]
-    assert "dvtool.render_inspect" in run["modules"]
+    assert "dvtool.render.inspect" in run["modules"]
     assert _loaded(run["modules"], INSPECT_HUMAN_FORBIDDEN) == []
 
 
@@ -194,7 +194,7 @@ def test_inspect_of_a_parquet_checkpoint_imports_no_pandas(tmp_path: Path) -> No
     table = GOLDEN / "basic-dv-with-checkpoint"
     run = _run_cli(["inspect", str(table), "--json"], tmp_path)
     assert run["exit"] == 0 and json.loads(run["stdout"])["version"] == 46
-    assert {"pyarrow.parquet", "dvtool.core.checkpoint"} <= set(run["modules"])
+    assert {"pyarrow.parquet", "dvtool.delta.protocol.checkpoint"} <= set(run["modules"])
     assert _loaded(run["modules"], INSPECT_CHECKPOINT_FORBIDDEN) == []
 
 
@@ -242,8 +242,8 @@ def test_forbidden_modules_are_detected(small_dv_table: Path) -> None:
     """The check is not vacuous: a run that does import a forbidden module is caught."""
     run = _run_cli(["inspect", "T", "--json", "--files"], small_dv_table.parent)
     assert _loaded(run["modules"], INSPECT_JSON_FORBIDDEN) == [
-        "dvtool.core.file_actions",
-        "dvtool.dvstore",
+        "dvtool.delta.dvstore",
+        "dvtool.delta.protocol.file_actions",
         "numpy",
         "pyarrow",
         "pyroaring",

@@ -67,7 +67,7 @@ class Outcome:
 
 def prepare(job: Job) -> Callable[[], Outcome]:
     """Open the log (outside the race), return the command to run when released."""
-    from dvtool.log.reader import open_log
+    from dvtool.delta.log.reader import open_log
 
     log = open_log(job.uri, job.options)
     log.snapshot()
@@ -87,9 +87,9 @@ def prepare(job: Job) -> Callable[[], Outcome]:
 
 def _run(job: Job, log: Any) -> Outcome:
     """Run the command of `job` on the opened `log`; DvtoolErrors propagate."""
-    from dvtool.commands.delete import DeleteRequest, run_delete
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
-    from dvtool.commands.vacuum import VacuumRequest, run_vacuum
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+    from dvtool.commands.vacuum.command import VacuumRequest, run_vacuum
     from dvtool.engines.arrow import ArrowEngine
 
     if job.kind == "delete":
@@ -205,11 +205,11 @@ def make_table(
         import pyarrow as pa
         from deltalake import write_deltalake
 
-        from dvtool.commands.delete import DeleteRequest, run_delete
+        from dvtool.commands.delete.command import DeleteRequest, run_delete
         from dvtool.commands.enable import run_enable
-        from dvtool.commands.optimize import OptimizeRequest, run_optimize
+        from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+        from dvtool.delta.log.reader import open_log
         from dvtool.engines.arrow import ArrowEngine
-        from dvtool.log.reader import open_log
 
         local = tmp_path / name
         ids = list(range(120))

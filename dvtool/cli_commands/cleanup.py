@@ -15,8 +15,8 @@ from dvtool.cli_options import (
 from dvtool.errors import UsageError, exit_code_of
 
 if TYPE_CHECKING:
-    from dvtool.log.reader import DeltaLog
-    from dvtool.render import Renderer
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.render.renderer import Renderer
 
 
 @click.command()
@@ -63,8 +63,8 @@ def vacuum(
     limit: int | None,
 ) -> None:
     """Delete files the table no longer needs (data, DV and change data files)."""
-    from dvtool.commands.vacuum import VacuumRequest, parse_duration, run_vacuum
-    from dvtool.render import Renderer
+    from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
+    from dvtool.render.renderer import Renderer
 
     if log_only:
         _vacuum_log(log, retain, lite, force, dry_run, Renderer(as_json, limit=limit))
@@ -107,6 +107,6 @@ def _vacuum_log(
 def checkpoint(log: DeltaLog, as_json: bool) -> None:
     """Write a checkpoint of the latest version now, then delete expired log entries."""
     from dvtool.commands.checkpoint import run_checkpoint
-    from dvtool.render import Renderer
+    from dvtool.render.renderer import Renderer
 
     Renderer(as_json).checkpoint(run_checkpoint(log))

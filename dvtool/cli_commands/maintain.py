@@ -82,8 +82,12 @@ def maintain(
     Exit code: the worst of the tables' (internal 70, integrity 6, storage 8, not-found 5,
     refused 7, usage 2, error 1, conflict 4; 0 when all succeeded or were skipped).
     """
-    from dvtool.commands.maintain import MaintainRequest, parse_option_duration, run_maintain
-    from dvtool.render import Renderer
+    from dvtool.commands.maintain.command import (
+        MaintainRequest,
+        parse_option_duration,
+        run_maintain,
+    )
+    from dvtool.render.renderer import Renderer
 
     request = MaintainRequest(
         purge_ratio=purge_ratio,
@@ -118,8 +122,9 @@ def maintain(
 def _as_given(targets: Sequence[str]) -> Callable[[str], str]:
     """How a table found under the TARGETS is shown: as the user named its prefix (the
     command's result holds resolved locations: absolute paths, URIs)."""
-    from dvtool.render_values import location_as_given
-    from dvtool.storage.locations import file_uri_to_path, local_abspath, scheme_of
+    from dvtool.render.values import location_as_given
+    from dvtool.storage.locations import file_uri_to_path, local_abspath
+    from dvtool.storage.schemes import scheme_of
 
     resolved: dict[str, str] = {}
     for target in targets:

@@ -20,7 +20,7 @@ from dvtool.cli_options import (
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-    from dvtool.log.reader import DeltaLog
+    from dvtool.delta.log.reader import DeltaLog
 
 
 @click.command()
@@ -74,8 +74,8 @@ def inspect(
     limit: int | None,
 ) -> None:
     """Show a table, its files, its deletion vectors and their health."""
-    from dvtool.commands.inspect import InspectRequest, parse_check, run_inspect
-    from dvtool.render import Renderer
+    from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
+    from dvtool.render.renderer import Renderer
 
     request = InspectRequest(
         version=version,
@@ -99,7 +99,7 @@ def _complete_checks(incomplete: str) -> list[CompletionItem]:
     its limit follows (imported only when a shell asks)."""
     from click.shell_completion import CompletionItem
 
-    from dvtool.commands.inspect_checks import CHECK_NAMES
+    from dvtool.commands.inspect.checks import CHECK_NAMES
 
     return [CompletionItem(f"{name}=") for name in CHECK_NAMES if name.startswith(incomplete)]
 
@@ -121,7 +121,7 @@ def generate_manifest(
 ) -> None:
     """Write symlink manifests (_symlink_format_manifest) for Presto, Trino and Athena."""
     from dvtool.commands.manifest import run_generate_manifest
-    from dvtool.render import Renderer
+    from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json)
     with renderer.progress("purging") as progress:

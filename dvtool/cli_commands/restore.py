@@ -9,7 +9,7 @@ import click
 from dvtool.cli_options import TimestampParam, json_option, limit_option, table_options
 
 if TYPE_CHECKING:
-    from dvtool.log.reader import DeltaLog
+    from dvtool.delta.log.reader import DeltaLog
 
 
 @click.command()
@@ -34,8 +34,8 @@ def restore(
     limit: int | None,
 ) -> None:
     """Restore the table to an earlier version (Delta's RESTORE TABLE)."""
-    from dvtool.commands.restore import RestoreRequest, run_restore
-    from dvtool.render import Renderer
+    from dvtool.commands.restore.command import RestoreRequest, run_restore
+    from dvtool.render.renderer import Renderer
 
     result = run_restore(log, RestoreRequest(version, timestamp, dry_run))
     Renderer(as_json, limit=limit).restore(result)

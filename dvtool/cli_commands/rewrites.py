@@ -16,7 +16,7 @@ from dvtool.cli_options import (
 )
 
 if TYPE_CHECKING:
-    from dvtool.log.reader import DeltaLog
+    from dvtool.delta.log.reader import DeltaLog
 
 
 @click.command()
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def enable(log: DeltaLog, as_json: bool) -> None:
     """Turn deletion vectors on (protocol 3/7 and delta.enableDeletionVectors=true)."""
     from dvtool.commands.enable import run_enable
-    from dvtool.render import Renderer
+    from dvtool.render.renderer import Renderer
 
     result = run_enable(log)
     Renderer(as_json).enable(result)
@@ -55,8 +55,8 @@ def delete(
     limit: int | None,
 ) -> None:
     """Delete the rows matching --where (merge-on-read with deletion vectors)."""
-    from dvtool.commands.delete import DeleteRequest, run_delete
-    from dvtool.render import Renderer
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json, limit=limit)
     with renderer.progress("scanning") as progress:
@@ -111,8 +111,8 @@ def optimize(
     limit: int | None,
 ) -> None:
     """Purge DVs by rewriting files (--purge), or compact small files."""
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
-    from dvtool.render import Renderer
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+    from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json, limit=limit)
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run, batch_size)
@@ -147,8 +147,8 @@ def downgrade(
     as_json: bool,
 ) -> None:
     """Drop deletion vectors (the deletionVectors table feature) from a table."""
-    from dvtool.commands.downgrade import HistoryRetentionError, run_downgrade
-    from dvtool.render import Renderer
+    from dvtool.commands.downgrade.command import HistoryRetentionError, run_downgrade
+    from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json)
     with renderer.progress("rewriting") as progress:

@@ -4,7 +4,7 @@ Readers rebuild a version from the newest checkpoint at or before it plus the co
 writers checkpoint every `delta.checkpointInterval` commits, but a table written by a tool
 that never checkpoints (or a long run of commits) makes every read replay them all. This
 writes the checkpoint of the latest version (classic name, V2 spec on v2Checkpoint tables,
-`_last_checkpoint` moved to it; `dvtool.log.checkpoint_writer`), unless that version already
+`_last_checkpoint` moved to it; `dvtool.delta.log.checkpoint_writer`), unless that version already
 has a complete checkpoint, and then runs the log cleanup Delta runs after a checkpoint
 (`dvtool.commands.log_cleanup`), unless `delta.enableExpiredLogCleanup` is false. A failed
 cleanup is a warning: the checkpoint stands.
@@ -31,13 +31,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dvtool.commands.result import CommandResult
-from dvtool.core.features import require_writable
-from dvtool.core.log_damage import DamagedCheckpoint
-from dvtool.core.log_files import LogFileKind, complete_checkpoints, parse_log_name
-from dvtool.log.checkpoint_writer import CheckpointInfo, one_line, write_checkpoint
-from dvtool.log.cleanup import LogCleanupResult, cleanup_after_checkpoint
-from dvtool.log.reader import DeltaLog
-from dvtool.log.snapshot import Snapshot
+from dvtool.delta.log.checkpoint_writer import CheckpointInfo, one_line, write_checkpoint
+from dvtool.delta.log.cleanup import LogCleanupResult, cleanup_after_checkpoint
+from dvtool.delta.log.reader import DeltaLog
+from dvtool.delta.log.snapshot import Snapshot
+from dvtool.delta.protocol.features import require_writable
+from dvtool.delta.protocol.log_damage import DamagedCheckpoint
+from dvtool.delta.protocol.log_files import LogFileKind, complete_checkpoints, parse_log_name
 
 
 @dataclass(frozen=True)

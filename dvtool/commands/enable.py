@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dvtool.commands.result import CommandResult
-from dvtool.core.conflicts import ReadSet
-from dvtool.core.features import require_writable
-from dvtool.core.protocol_upgrade import with_feature
-from dvtool.log.reader import DeltaLog
-from dvtool.log.snapshot import Snapshot
-from dvtool.log.transaction import Prepared, Written, commit_transaction
-from dvtool.log.writer import snapshot_commit_info
+from dvtool.delta.log.reader import DeltaLog
+from dvtool.delta.log.snapshot import Snapshot
+from dvtool.delta.log.transaction import Prepared, Written, commit_transaction
+from dvtool.delta.log.writer import snapshot_commit_info
+from dvtool.delta.protocol.conflicts import ReadSet
+from dvtool.delta.protocol.features import require_writable
+from dvtool.delta.protocol.protocol_upgrade import with_feature
 
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
 
@@ -49,7 +49,7 @@ class EnableResult(CommandResult):
 
 def run_enable(log: DeltaLog) -> EnableResult:
     """Enable deletion vectors; planned again from a fresh snapshot if a concurrent commit
-    conflicts (`dvtool.log.transaction`)."""
+    conflicts (`dvtool.delta.log.transaction`)."""
     outcome = commit_transaction(log, _enable)
     result = outcome.value
     if outcome.commit is None:

@@ -1,8 +1,9 @@
 """`dvtool vacuum --log`: delete the expired entries of `_delta_log` (PROTOCOL.md "Metadata
 Cleanup") by the properties of the table's latest version.
 
-The rules are the pure planner's (`dvtool.core.log_cleanup`); listing, checking and deleting
-are the log layer's (`dvtool.log.cleanup`, which the checkpoint writer runs after every
+The rules are the pure planner's (`dvtool.delta.protocol.log_cleanup`); listing, checking and
+deleting
+are the log layer's (`dvtool.delta.log.cleanup`, which the checkpoint writer runs after every
 checkpoint too). This module is the command: the request, the feature check and the clock.
 """
 
@@ -11,10 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from dvtool.core.features import require_writable
-from dvtool.core.log_cleanup import cleanup_policy
-from dvtool.log.cleanup import LogCleanupResult, clean_up_log
-from dvtool.log.reader import DeltaLog
+from dvtool.delta.log.cleanup import LogCleanupResult, clean_up_log
+from dvtool.delta.log.reader import DeltaLog
+from dvtool.delta.protocol.features import require_writable
+from dvtool.delta.protocol.log_cleanup import cleanup_policy
 
 __all__ = ["LogCleanupRequest", "LogCleanupResult", "run_log_cleanup"]
 

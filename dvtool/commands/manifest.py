@@ -21,7 +21,7 @@ column names are physical names), as Delta refuses both.
 
 The manifests themselves, and their refresh after every commit on tables with
 `delta.compatibility.symlinkFormatManifest.enabled=true`, live in
-`dvtool.log.symlink_manifests`; this module is the command.
+`dvtool.delta.log.symlink_manifests`; this module is the command.
 """
 
 from __future__ import annotations
@@ -30,21 +30,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dvtool.engines.base import Engine
-from dvtool.errors import CommitConflictError, WriteRefusedError
-from dvtool.log.reader import DeltaLog
-from dvtool.log.snapshot import Snapshot
-from dvtool.log.symlink_manifests import (
+from dvtool.delta.log.reader import DeltaLog
+from dvtool.delta.log.snapshot import Snapshot
+from dvtool.delta.log.symlink_manifests import (
     MANIFEST_DIR,
     ManifestFile,
     check_manifest_table,
     files_with_dvs,
     write_manifests,
 )
+from dvtool.engines.base import Engine
+from dvtool.errors import CommitConflictError, WriteRefusedError
 
 if TYPE_CHECKING:
     # Imported lazily at run time: --purge-first runs optimize.
-    from dvtool.commands.optimize import OptimizeResult, Progress
+    from dvtool.commands.optimize.command import OptimizeResult, Progress
 
 EngineFactory = Callable[[int], Engine]
 _PURGE_ATTEMPTS = 3
@@ -125,7 +125,7 @@ def _purge(
     log: DeltaLog, snapshot: Snapshot, engine_for: EngineFactory, progress: Progress | None
 ) -> tuple[Snapshot, OptimizeResult | None]:
     """Purge DVs until the latest snapshot has none (a concurrent delete may add more)."""
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
 
     purge: OptimizeResult | None = None
     for attempt in range(1, _PURGE_ATTEMPTS + 1):

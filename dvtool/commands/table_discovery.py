@@ -1,12 +1,16 @@
-"""Which tables `dvtool maintain` works on: the paths it is given, or with `--recursive` every
-Delta table under them.
+"""Which tables `dvtool maintain` and `inspect` work on: the paths they are given, or with
+`--recursive` every table under them.
 
-A Delta table is a directory holding `_delta_log`. Under a prefix the directories are walked
-breadth-first, one level at a time: each directory is listed once for its subdirectories
-(`Storage.list_subdirs`, one delimited listing on object stores, so the files beside them
-are listed only as far as a page of that listing holds them), and each subdirectory is
-asked whether it holds `_delta_log` (`Storage.is_dir`: on S3 one HEAD and a listing of at
-most one key) before it is listed. A table found is never listed or entered: neither its
+A Delta table is a directory holding `_delta_log`; an Iceberg table (a path table, as
+Hadoop catalogs and `register_table` keep them) one holding `metadata/` with a
+`*.metadata.json` in it. A directory with both is a Delta table (Delta's UniForm writes
+Iceberg metadata beside its log; the log is the table). Under a prefix the directories are
+walked breadth-first, one level at a time: each directory is listed once for its
+subdirectories (`Storage.list_subdirs`, one delimited listing on object stores, so the files
+beside them are listed only as far as a page of that listing holds them), and each
+subdirectory is asked whether it holds `_delta_log` or `metadata` (`Storage.is_dir`: on S3
+one HEAD and a listing of at most one key; `metadata/` is then listed to confirm it holds
+table metadata) before it is listed. A table found is never listed or entered: neither its
 data files nor its partition directories nor its log are read here, which is what makes
 discovery affordable on object stores with large tables. The probes of one level run in
 parallel (`map_io`).
@@ -24,9 +28,11 @@ from dataclasses import dataclass, field
 
 from dvtool.errors import DvtoolError, TableNotFoundError
 from dvtool.io_pool import map_io
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 
 LOG_DIR = "_delta_log"
+ICEBERG_METADATA_DIR = "metadata"
+ICEBERG_METADATA_SUFFIX = ".metadata.json"
 
 
 @dataclass(frozen=True)
@@ -60,23 +66,37 @@ def discover_tables(
 
 
 def tables_under(storage: Storage) -> list[str]:
-    """The locations of the Delta tables at or under the root of `storage`, sorted."""
-    if holds_log(storage, ""):
+    """The locations of the tables (Delta, Iceberg) at or under the root of `storage`,
+    sorted."""
+    if holds_table(storage, ""):
         return [storage.root]
     found: list[str] = []
     level = [""]
     while level:
         listed = map_io(lambda d: (d, storage.list_subdirs(storage.join(d))), level)
         children = [_child(d, name) for d, names in listed for name in names if _visible(name)]
-        is_table = map_io(lambda child: holds_log(storage, child), children)
+        is_table = map_io(lambda child: holds_table(storage, child), children)
         found += [c for c, table in zip(children, is_table, strict=True) if table]
         level = [c for c, table in zip(children, is_table, strict=True) if not table]
     return sorted(storage.join(relative) for relative in found)
 
 
-def holds_log(storage: Storage, relative: str) -> bool:
-    """Whether the directory at `relative` (under the root) holds `_delta_log`."""
-    return storage.is_dir(storage.join(_child(relative, LOG_DIR)))
+def holds_table(storage: Storage, relative: str) -> bool:
+    """Whether the directory at `relative` (under the root) is a table's root."""
+    return table_format_at(storage, relative) is not None
+
+
+def table_format_at(storage: Storage, relative: str) -> str | None:
+    """`delta` if the directory at `relative` (under the root) holds `_delta_log`, else
+    `iceberg` if it holds `metadata/` with a `*.metadata.json`, else None."""
+    if storage.is_dir(storage.join(_child(relative, LOG_DIR))):
+        return "delta"
+    metadata = storage.join(_child(relative, ICEBERG_METADATA_DIR))
+    if storage.is_dir(metadata) and any(
+        f.name.endswith(ICEBERG_METADATA_SUFFIX) for f in storage.list_dir(metadata)
+    ):
+        return "iceberg"
+    return None
 
 
 def _child(directory: str, name: str) -> str:
@@ -90,6 +110,7 @@ def _visible(name: str) -> bool:
 
 def _no_tables(prefix: str) -> TableNotFoundError:
     return TableNotFoundError(
-        f"no Delta table at or under {prefix}: no directory there holds {LOG_DIR}",
+        f"no table at or under {prefix}: no directory there holds {LOG_DIR} "
+        f"or Iceberg {ICEBERG_METADATA_DIR}/",
         hint="Check the prefix; directories starting with _ or . are not searched.",
     )

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.data_files.reading import open_parquet_file, row_group_starts
 
 if TYPE_CHECKING:
-    from dvtool.core.stats_collect import FooterColumn, FooterGroup, StatsCollector
+    from dvtool.delta.protocol.stats_collect import FooterColumn, FooterGroup, StatsCollector
     from dvtool.storage.data_file_storage import DataFileStorage
 
 __all__ = [

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files.footer_stats import footer_statistics, read_back_statistics
 from dvtool.data_files.publish import BackgroundSync, publish_local, publish_remote
 from dvtool.data_files.reading import parquet_file
+from dvtool.delta.protocol.stats_collect import StatsCollector, stats_json
 from dvtool.errors import DvtoolError, StorageError
 from dvtool.storage.failures import storage_error
 from dvtool.storage.locations import encode_for_log

@@ -107,7 +107,7 @@ def choose_engine(
     if big and not asked and missing_spark_packages(pandas=False):
         big = False
     if asked or big:
-        from dvtool.engines.spark import SparkEngine
+        from dvtool.engines.spark.engine import SparkEngine
 
         return SparkEngine(spark)
     from dvtool.engines.arrow import ArrowEngine

@@ -7,7 +7,8 @@ The result per file is a bitmap of matching physical row indexes, minus rows its
 deletes.
 
 Each file's columns are resolved and conformed to the table's current physical schema
-(`dvtool.core.file_schema`: field ids in id mode, other writers' arrow types, type widening)
+(`dvtool.delta.protocol.file_schema`: field ids in id mode, other writers' arrow types, type
+widening)
 before the predicate sees them (exactly: INT96 timestamps read as microseconds, a value the
 table's type cannot hold is an error, never a wrapped one); row-group statistics are used
 only for columns the file holds under the table's own physical name.
@@ -30,11 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from dvtool.core import arrow_values
-from dvtool.core.arrow_types import arrow_schema
-from dvtool.core.file_schema import ColumnPlan
-from dvtool.core.partitions import partition_arrays
+from dvtool.arrays import arrow_values
 from dvtool.data_files import RowGroupStats, iter_file_batches, open_parquet_file, row_group_stats
+from dvtool.delta.protocol.arrow_types import arrow_schema
+from dvtool.delta.protocol.file_schema import ColumnPlan
+from dvtool.delta.protocol.partitions import partition_arrays
 from dvtool.engines.base import ScanFile, TableLayout
 from dvtool.errors import InvalidInputError, PredicateError
 

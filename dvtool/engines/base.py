@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from dvtool.core import file_layout
-from dvtool.core.row_tracking import MaterializedColumns
-from dvtool.core.schema import StructType
 from dvtool.data_files import WrittenFile
+from dvtool.delta.protocol import file_layout
+from dvtool.delta.protocol.row_tracking import MaterializedColumns
+from dvtool.delta.protocol.schema import StructType
 
 if TYPE_CHECKING:  # only scans need it; its sqlglot costs ~0.05 s at start-up
     from pyroaring import BitMap64  # the driver's row sets; executors never import it
 
-    from dvtool.log.snapshot import Snapshot
+    from dvtool.delta.log.snapshot import Snapshot
     from dvtool.predicate import Predicate
     from dvtool.storage.data_file_storage import DataFileStorage
 
@@ -73,7 +73,7 @@ class TableLayout:
 
     @classmethod
     def of(cls, storage: DataFileStorage, snapshot: Snapshot) -> TableLayout:
-        """The layout of the table at `snapshot` (see `dvtool.core.file_layout`)."""
+        """The layout of the table at `snapshot` (see `dvtool.delta.protocol.file_layout`)."""
         mode = snapshot.column_mapping_mode
         options = file_layout.layout_options(
             snapshot.protocol, snapshot.metadata, snapshot.schema, mode, snapshot.domains
@@ -86,7 +86,7 @@ class RewriteInput:
     """One input file of a rewrite and the rows to leave out (its DV), if any.
 
     `drop` holds the row indexes as a sorted, duplicate-free uint64 numpy array
-    (`dvtool.core.deletion_vector.bitmap_rows` turns a driver's bitmap into one): rewrites
+    (`dvtool.delta.protocol.deletion_vector.bitmap_rows` turns a driver's bitmap into one): rewrites
     also run on Spark executors, which have numpy but no pyroaring.
 
     `base_row_id`/`default_row_commit_version`: the file's row tracking fields, from which a

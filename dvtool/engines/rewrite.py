@@ -3,7 +3,7 @@
 Both engines run `write_bin` (Spark on its executors), so this module needs only pyarrow and
 dvtool's own modules. For each input it streams the file's batches (INT96 timestamps read as
 microseconds, `dvtool.data_files.reading`), conforms them exactly to the table's current
-physical schema (`dvtool.core.file_schema`: field ids, other writers' arrow types, type
+physical schema (`dvtool.delta.protocol.file_schema`: field ids, other writers' arrow types, type
 widening; a value the table's type cannot hold is an `UnrepresentableValueError`, never a
 changed value), computes the preserved stable row IDs and commit versions where row
 tracking is enabled, takes the rows its DV keeps (bitmap operations on the batch's row range,
@@ -32,18 +32,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dvtool.core import arrow_values
-from dvtool.core.arrow_types import arrow_schema, delta_to_arrow_type
-from dvtool.core.file_layout import FOOTER_CODECS
-from dvtool.core.file_schema import FIELD_ID, ColumnPlan
-from dvtool.core.partitions import partition_arrays
-from dvtool.core.stats_collect import StatsCollector, stats_columns_spec, with_required_columns
+from dvtool.arrays import arrow_values
 from dvtool.data_files import (
     BackgroundSync,
     WrittenFile,
     iter_file_batches,
     open_parquet_file,
     write_data_file,
+)
+from dvtool.delta.protocol.arrow_types import arrow_schema, delta_to_arrow_type
+from dvtool.delta.protocol.file_layout import FOOTER_CODECS
+from dvtool.delta.protocol.file_schema import FIELD_ID, ColumnPlan
+from dvtool.delta.protocol.partitions import partition_arrays
+from dvtool.delta.protocol.stats_collect import (
+    StatsCollector,
+    stats_columns_spec,
+    with_required_columns,
 )
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core.schema import StructType
+from dvtool.delta.protocol.schema import StructType
 from dvtool.predicate import ansi, arrow, parse, spark
 from dvtool.predicate.skipping import Match, Skipper
 from dvtool.predicate.statistics import ColumnStats, stats_cover, stats_from_json

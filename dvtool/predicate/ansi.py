@@ -32,7 +32,7 @@ from typing import TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.errors import InvalidInputError
 from dvtool.predicate import arrow
 from dvtool.predicate.casts import FALSE, TRUE

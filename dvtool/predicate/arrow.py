@@ -15,11 +15,11 @@ where it is TRUE (`Table.filter` drops NULL). Beyond arrow's defaults this needs
   compare correctly; the cast is a safe one, so a value the table's type cannot hold (a
   nanosecond remainder, an integer out of range) fails instead of comparing as a wrapped
   or truncated value (the engines hand over columns conformed exactly already:
-  `dvtool.core.file_schema`, INT96 read as microseconds).
+  `dvtool.delta.protocol.file_schema`, INT96 read as microseconds).
 
 Nothing here imports pandas, which pyarrow does (when it is installed, 0.1-0.2 s) the first
 time it converts a Python object: every constant is a pyarrow scalar built by
-`dvtool.core.arrow_values` (`casts.constant`), and expressions are evaluated by acero's
+`dvtool.arrays.arrow_values` (`casts.constant`), and expressions are evaluated by acero's
 compiled module `pyarrow._acero`, not by `pyarrow.acero` or `Table.filter(expression)`,
 which import `pyarrow.dataset`, whose import converts a Python `True`.
 """
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 # Not `pyarrow.acero`: it imports pyarrow.dataset, and so pandas (see the module docstring).
 from pyarrow import _acero as acero
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.predicate import casts, datetime_arrow, regex
 from dvtool.predicate.casts import FALSE, constant, null_of
 from dvtool.predicate.sqltypes import (

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.predicate.sqltypes import (
     BINARY,
     BOOLEAN,
@@ -64,7 +64,7 @@ def constant(value: Any, typ: pa.DataType) -> pc.Expression:
     """The constant `value` of arrow type `typ` as an expression operand.
 
     Every constant of an expression is built here, from a pyarrow scalar made by
-    `dvtool.core.arrow_values`: pyarrow would convert a Python value (`pc.scalar(0)`,
+    `dvtool.arrays.arrow_values`: pyarrow would convert a Python value (`pc.scalar(0)`,
     `pc.equal(x, 0)`) through its pandas check, which imports pandas when installed."""
     return pc.scalar(arrow_values.scalar(value, typ))
 

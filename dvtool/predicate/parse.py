@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from dvtool.core.schema import StructType
+from dvtool.delta.protocol.schema import StructType
 from dvtool.errors import PredicateError
 from dvtool.predicate import arrow
 from dvtool.predicate.casts import can_cast

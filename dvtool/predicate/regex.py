@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.errors import PredicateError
 
 __all__ = ["java_to_re2"]

@@ -26,7 +26,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from sqlglot import exp
 
-from dvtool.core.schema import ArrayType, DataType, MapType, StructField, StructType, type_string
+from dvtool.delta.protocol.schema import (
+    ArrayType,
+    DataType,
+    MapType,
+    StructField,
+    StructType,
+    type_string,
+)
 from dvtool.errors import PredicateError
 from dvtool.predicate.sqltypes import from_delta
 from dvtool.predicate.syntax import name_parts

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.errors import LogError
 from dvtool.predicate import ansi, arrow, casts, datetime_bounds
 from dvtool.predicate.sqltypes import STRING, SqlType, is_floating, is_integral, to_arrow

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from dvtool.core.schema import ArrayType, DataType, MapType, StructType
+from dvtool.delta.protocol.schema import ArrayType, DataType, MapType, StructType
 
 MAX_PRECISION = 38
 

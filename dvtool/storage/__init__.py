@@ -4,8 +4,7 @@
 memory://, and for a local root `LocalFiles`, the few fsspec methods dvtool calls written on
 `os`, so that a command on a local table never imports fsspec (most of a small command's
 start-up). Its contract, which the rest of dvtool relies on and tests check point by point
-(the submodule that implements each part is named in brackets; import everything from
-`dvtool.storage`, not from them):
+(the submodule that implements each part is named in brackets):
 
 - Locations. The table root may be a local path (relative or absolute), a `file://` URI, or
   an `s3://` (also `s3a://`), `gs://`/`gcs://`, `abfs://`/`abfss://`/`az://` or `memory://`
@@ -80,34 +79,3 @@ start-up). Its contract, which the rest of dvtool relies on and tests check poin
   an empty local directory (never the root, never a non-empty one, never a link); object
   stores have none to remove. [`listing`, `real_paths`, `local_disk`]
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from dvtool.storage.listing import FileInfo, TreeEntry
-
-if TYPE_CHECKING:
-    from dvtool.storage.table_storage import ReadableFile, Storage
-
-__all__ = ["FileInfo", "ReadableFile", "Storage", "TreeEntry"]
-
-# Loaded on first use: fsspec is not imported until a command opens a table that needs it
-# (not a local one without storage options), and Spark executors, which import
-# `arrow_storage` and have no fsspec, never import it.
-_LAZY = {
-    "Storage": ("dvtool.storage.table_storage", "Storage"),
-    "ReadableFile": ("dvtool.storage.table_storage", "ReadableFile"),
-    "_fsspec_options": ("dvtool.storage.backends", "fsspec_options"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    module, attribute = _LAZY[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value

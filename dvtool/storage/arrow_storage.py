@@ -38,23 +38,12 @@ from dvtool.storage.locations import (
     local_abspath,
     path_under,
     resolve_log_path,
-    scheme_of,
 )
+from dvtool.storage.schemes import SCHEMES, scheme_of
 from dvtool.storage.storage_options import storage_option_settings
 
 __all__ = ["ArrowStorage", "arrow_filesystem_options"]
 
-# URI scheme -> dvtool's protocol name (as `Storage.protocol`).
-_PROTOCOLS = {
-    "file": "file",
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gs",
-    "gcs": "gs",
-    "abfs": "abfs",
-    "abfss": "abfs",
-    "az": "abfs",
-}
 # adlfs's arguments that pyarrow's AzureFileSystem takes under the same name.
 _AZURE_SAME_NAMES = frozenset(
     {"account_name", "account_key", "sas_token", "client_id", "client_secret", "tenant_id"}
@@ -130,7 +119,9 @@ class ArrowStorage:
 
     def __init__(self, root: str, options: Mapping[str, Any] | None = None) -> None:
         scheme = scheme_of(root)
-        self.protocol = _PROTOCOLS.get(scheme or "file", "")
+        known = SCHEMES.get(scheme or "file")
+        # pyarrow has a filesystem for what Hadoop reaches, not for one process's memory://.
+        self.protocol = known.protocol if known and known.hadoop else ""
         if not self.protocol:
             raise StorageError(f"Spark executors cannot reach {root}: unsupported scheme")
         self.options = {key: str(value) for key, value in (options or {}).items()}

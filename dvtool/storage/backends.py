@@ -28,21 +28,9 @@ from urllib.parse import urlsplit
 from dvtool.errors import DvtoolError, StorageError, UsageError
 from dvtool.storage.failures import one_line
 from dvtool.storage.local_files import LocalFiles
-from dvtool.storage.locations import file_uri_to_path, local_abspath, scheme_of
+from dvtool.storage.locations import file_uri_to_path, local_abspath
+from dvtool.storage.schemes import SCHEMES, scheme_of
 from dvtool.storage.storage_options import backend_parameters, resolve_storage_options
-
-# scheme -> (canonical fsspec protocol, backend package or None, dvtool extra)
-SCHEMES: dict[str, tuple[str, str | None, str | None]] = {
-    "file": ("file", None, None),
-    "memory": ("memory", None, None),
-    "s3": ("s3", "s3fs", "s3"),
-    "s3a": ("s3", "s3fs", "s3"),
-    "gs": ("gs", "gcsfs", "gcs"),
-    "gcs": ("gs", "gcsfs", "gcs"),
-    "abfs": ("abfs", "adlfs", "azure"),
-    "abfss": ("abfs", "adlfs", "azure"),
-    "az": ("abfs", "adlfs", "azure"),
-}
 
 T = TypeVar("T")
 
@@ -87,7 +75,7 @@ def open_table_filesystem(uri: str, options: Mapping[str, str]) -> TableFilesyst
         fs = _make_fs(uri, options, lambda: _fsspec_local_filesystem(kwargs))
         return TableFilesystem(fs, root, "file")
     _require_backend(uri, scheme)
-    kwargs = fsspec_options(SCHEMES[scheme][0], options)
+    kwargs = fsspec_options(SCHEMES[scheme].protocol, options)
     fs, path = _make_fs(uri, options, lambda: _fsspec_url_to_fs(uri, kwargs))
     if not path.strip("/"):
         raise StorageError(f"{uri} names no bucket or container; give scheme://bucket/path")
@@ -120,7 +108,7 @@ def create_only_problem(protocol: str) -> str | None:
 
 def _require_backend(uri: str, scheme: str) -> None:
     """Import the backend package of `scheme`, or say how to install it."""
-    _, package, extra = SCHEMES[scheme]
+    package, extra = SCHEMES[scheme].package, SCHEMES[scheme].extra
     if package is None:
         return
     try:

@@ -9,27 +9,17 @@ and decoding exactly once live in one place and need no filesystem to test.
 from __future__ import annotations
 
 import os
-import re
 import string
 import unicodedata
 from collections.abc import Callable
 from urllib.parse import quote, unquote
 
 from dvtool.errors import StorageError
+from dvtool.storage.schemes import scheme_of
 
 # What Hadoop's Path.toUri leaves unencoded in a path (java.net.URI's legal path chars).
 _LOG_SAFE = frozenset(string.ascii_letters + string.digits + "-_.!~*'()" + ",;:$&+=" + "/@")
 _LOG_QUOTED_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cs"})
-
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
-
-
-def scheme_of(text: str) -> str | None:
-    """The lower-cased URI scheme of `text`, or None (a one-letter drive is no scheme)."""
-    match = _SCHEME_RE.match(text)
-    if match is None or len(match.group(1)) < 2:
-        return None
-    return match.group(1).lower()
 
 
 def file_uri_to_path(uri: str) -> str:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from dvtool.errors import UsageError
+from dvtool.storage.schemes import BY_PROTOCOL
 from dvtool.storage.storage_option_keys import (
     RULES,
     UNSET,
@@ -58,15 +59,6 @@ __all__ = [
     "resolve_storage_options",
     "storage_option_settings",
 ]
-
-# protocol -> (how messages name its tables, its backend)
-_LABELS: dict[str, tuple[str, str]] = {
-    "s3": ("s3://", "s3fs"),
-    "gs": ("gs://", "gcsfs"),
-    "abfs": ("abfs://", "adlfs"),
-    "file": ("local", "fsspec's LocalFileSystem"),
-    "memory": ("memory://", "fsspec's MemoryFileSystem"),
-}
 
 
 class ParameterKind(enum.Enum):
@@ -232,7 +224,7 @@ def storage_option_settings(
 ) -> list[Setting]:
     """The backend arguments the options set, one `Setting` per argument (ignored keys and
     overridden fallbacks left out); errors as `resolve_storage_options`."""
-    where, backend = _LABELS.get(protocol, (f"{protocol}://", protocol))
+    where, backend = _label(protocol)
     settings: list[Setting] = []
     for option, value in options.items():
         settings.extend(_settings_of(protocol, option, value, parameters, where))
@@ -319,7 +311,7 @@ def _dict_settings(
             accepted = ", ".join(".".join(k) for k in keys)
             raise UsageError(
                 f"--storage-option {option}: dvtool passes no {'.'.join(inner)} in {head} "
-                f"to {_LABELS[protocol][1]}",
+                f"to {_label(protocol)[1]}",
                 hint=f"{head} takes {accepted} (as {head}.KEY=VALUE or a JSON object).",
             )
         argument = (head, *inner)
@@ -424,7 +416,7 @@ def _conflict(a: Setting, b: Setting, backend: str) -> UsageError:
 
 def _accepted(protocol: str, parameters: Mapping[str, ParameterKind]) -> str:
     """The hint of an unknown key: the keys `protocol`'s tables take."""
-    where, backend = _LABELS.get(protocol, (f"{protocol}://", protocol))
+    where, backend = _label(protocol)
     nested = _NESTED.get(protocol, {})
     names = [
         f"{name}.KEY" if name in nested else name
@@ -439,3 +431,9 @@ def _accepted(protocol: str, parameters: Mapping[str, ParameterKind]) -> str:
         f"{where} tables take {backend}'s parameters ({own}) and {', '.join(rules)}, ... "
         '(README "Storage options").'
     )
+
+
+def _label(protocol: str) -> tuple[str, str]:
+    """How messages name `protocol`'s tables (`s3://`) and its backend package (`s3fs`)."""
+    scheme = BY_PROTOCOL.get(protocol)
+    return (scheme.label, scheme.backend) if scheme else (f"{protocol}://", protocol)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from dvtool import faults
 from dvtool.errors import FileMissingError, StorageError
 from dvtool.storage import local_disk
-from dvtool.storage.backends import SCHEMES, open_table_filesystem
+from dvtool.storage.backends import open_table_filesystem
 from dvtool.storage.failures import backend_errors, call_with_retries
 from dvtool.storage.listing import (
     FileInfo,
@@ -38,10 +38,10 @@ from dvtool.storage.locations import (
     local_abspath,
     path_under,
     resolve_log_path,
-    scheme_of,
 )
 from dvtool.storage.put_if_absent import exclusive_create
 from dvtool.storage.real_paths import RealPaths
+from dvtool.storage.schemes import SCHEMES, scheme_of
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -87,7 +87,7 @@ class Storage:
         self._scheme = scheme
         self.options: dict[str, str] = {}
         """The options `for_table` was given, so another process can open the same storage."""
-        self.protocol: str = SCHEMES[scheme][0]
+        self.protocol: str = SCHEMES[scheme].protocol
         self._local = self.protocol == "file"
         self._bucket = root_path.lstrip("/").partition("/")[0]
         self._authority = authority or self._bucket
@@ -454,7 +454,7 @@ class Storage:
                 return file_uri_to_path(location)
             if scheme is None:
                 return local_abspath(location)
-        elif scheme is not None and SCHEMES.get(scheme, ("",))[0] == self.protocol:
+        elif scheme is not None and scheme in SCHEMES and SCHEMES[scheme].protocol == self.protocol:
             under = path_under(location, self.root)
             if under is not None:
                 # Under the root: joined by hand, since fsspec would read a `::` in the

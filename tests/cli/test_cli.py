@@ -930,7 +930,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 
 
 def test_internal_error_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _boom)
+    monkeypatch.setattr("dvtool.commands.inspect.command.run_inspect", _boom)
     result = run("inspect", GOLDEN / SMALL)
     assert result.exit_code == 70
     assert "internal error, please report" in result.stderr
@@ -940,7 +940,7 @@ def test_internal_error_without_traceback(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_internal_error_traceback_with_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _boom)
+    monkeypatch.setattr("dvtool.commands.inspect.command.run_inspect", _boom)
     result = run("-v", "inspect", GOLDEN / SMALL)
     assert result.exit_code == 70
     assert "internal error, please report" in result.stderr

@@ -116,13 +116,13 @@ def _raise(error: BaseException) -> Any:
 
 
 def test_internal_error_object(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(RuntimeError("boom")))
+    monkeypatch.setattr("dvtool.commands.inspect.command.run_inspect", _raise(RuntimeError("boom")))
     error = _json_error("inspect", GOLDEN / SMALL, kind="internal")
     assert "RuntimeError: boom" in error["message"] and "-v" in error["hint"]
 
 
 def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr("dvtool.commands.inspect.command.run_inspect", _raise(KeyboardInterrupt()))
     result = run("inspect", GOLDEN / SMALL)
     assert result.exit_code == 130
     assert "interrupted" in result.stderr and "Traceback" not in all_output(result)
@@ -175,8 +175,8 @@ def _conflicting_delete(table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make a delete commit on `table` while a rewrite has written its files, as a writer in
     another process would: the rewrite's inputs change under it."""
     from dvtool import faults
-    from dvtool.commands.delete import DeleteRequest, run_delete
-    from dvtool.log.reader import open_log
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.delta.log.reader import open_log
 
     reached = faults.reached
     done: list[bool] = []
@@ -210,7 +210,9 @@ def _kind_case(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> li
     """The command line that meets an error of `kind`, with what it needs set up."""
     table = _table(tmp_path)
     if kind == "error":
-        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(DvtoolError("boom")))
+        monkeypatch.setattr(
+            "dvtool.commands.inspect.command.run_inspect", _raise(DvtoolError("boom"))
+        )
     elif kind == "conflict":
         _conflicting_delete(table, monkeypatch)
         return ["optimize", str(table), "--purge"]
@@ -227,10 +229,12 @@ def _kind_case(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> li
     elif kind == "not-found":
         return ["inspect", str(tmp_path / "nope")]
     elif kind == "internal":
-        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(RuntimeError("boom")))
+        monkeypatch.setattr(
+            "dvtool.commands.inspect.command.run_inspect", _raise(RuntimeError("boom"))
+        )
     elif kind in ("interrupted", "terminated"):
         stop = interrupts.Terminated() if kind == "terminated" else KeyboardInterrupt()
-        monkeypatch.setattr("dvtool.commands.inspect.run_inspect", _raise(stop))
+        monkeypatch.setattr("dvtool.commands.inspect.command.run_inspect", _raise(stop))
     return ["inspect", str(table)]
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from deltalake import write_deltalake
 
-import dvtool.commands.inspect as inspect_module
-from dvtool.render import Renderer
+import dvtool.commands.inspect.command as inspect_module
+from dvtool.render.renderer import Renderer
 from tests.cli_helpers import cli_runner, error_object
 from tests.test_signals import _table
 

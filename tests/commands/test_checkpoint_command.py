@@ -28,7 +28,7 @@ import dvtool
 from dvtool import faults
 from dvtool.commands.checkpoint import run_checkpoint
 from dvtool.commands.log_cleanup import LogCleanupRequest, run_log_cleanup
-from dvtool.log.reader import open_log
+from dvtool.delta.log.reader import open_log
 from tests.cli_helpers import all_output, run, run_wide
 from tests.damaged_tables import (
     DAMAGE_NAMES,

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.log.reader import open_log
+from dvtool.delta.log.reader import open_log
 from tests.commands.other_writers import (
     check_stats,
     committing,

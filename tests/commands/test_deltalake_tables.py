@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from dvtool.cli import cli
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.commands.downgrade import run_downgrade
-from dvtool.commands.optimize import OptimizeRequest, run_optimize
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.commands.downgrade.command import run_downgrade
+from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+from dvtool.delta.log.reader import open_log
 from dvtool.engines.arrow import ArrowEngine
-from dvtool.log.reader import open_log
 from tests.oracles import canon, commit_versions, raw_rows, replay_json
 
 ROWS = 400

@@ -22,10 +22,10 @@ from click.testing import CliRunner, Result
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from dvtool.cli import cli
-from dvtool.commands.delete import DeleteRequest, run_delete
+from dvtool.commands.delete.command import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
+from dvtool.delta.log.reader import open_log
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
-from dvtool.log.reader import open_log
 from tests.oracles import copy_golden
 
 COMMIT = re.compile(r"^(\d{20})\.json$")

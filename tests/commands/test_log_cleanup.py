@@ -25,11 +25,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.commands.downgrade import run_downgrade
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.commands.downgrade.command import run_downgrade
 from dvtool.commands.log_cleanup import LogCleanupRequest, LogCleanupResult, run_log_cleanup
+from dvtool.delta.log.reader import open_log
 from dvtool.errors import WriteRefusedError
-from dvtool.log.reader import open_log
 from tests.cli_helpers import run
 from tests.oracles import commit_versions, copy_golden
 from tests.writers import DeltaLog, compact_json, delta_field, metadata_action, write_spark_parquet

@@ -19,13 +19,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dvtool.commands.delete import DeleteRequest, run_delete
+from dvtool.commands.delete.command import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
 from dvtool.commands.manifest import run_generate_manifest
+from dvtool.delta.log.reader import DeltaLog, open_log
+from dvtool.delta.log.symlink_manifests import MANIFEST_DIR, existing_manifests, manifest_path
 from dvtool.errors import WriteRefusedError
-from dvtool.log.reader import DeltaLog, open_log
-from dvtool.log.symlink_manifests import MANIFEST_DIR, existing_manifests, manifest_path
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 from tests.oracles import copy_golden
 
 PARTS = ["a b/c", "x", None, "100%", "a=b"]

@@ -25,16 +25,16 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dvtool.commands.manifest import run_generate_manifest
-from dvtool.core.commit import remove_for_add
-from dvtool.log.reader import open_log
-from dvtool.log.snapshot import Snapshot
-from dvtool.log.symlink_manifests import (
+from dvtool.delta.log.reader import open_log
+from dvtool.delta.log.snapshot import Snapshot
+from dvtool.delta.log.symlink_manifests import (
     MANIFEST_DIR,
     SYMLINK_MANIFEST_PROPERTY,
     ManifestRefresh,
     refresh_manifests_after_commit,
 )
-from dvtool.log.writer import CommitResult, LogWriter, snapshot_commit_info
+from dvtool.delta.log.writer import CommitResult, LogWriter, snapshot_commit_info
+from dvtool.delta.protocol.commit import remove_for_add
 from tests.oracles import copy_golden
 
 # Partition value -> its manifest directory (Spark's escapePathName; NULL is Hive's default).

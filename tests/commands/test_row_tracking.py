@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.commands.downgrade import run_downgrade
-from dvtool.commands.optimize import OptimizeRequest, run_optimize
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.commands.downgrade.command import run_downgrade
+from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+from dvtool.delta.log.reader import open_log
 from dvtool.engines.arrow import ArrowEngine
-from dvtool.log.reader import open_log
 from tests.oracles import commit_actions, commit_versions, row_id_high_water_mark, row_tracking_rows
 from tests.writers import row_tracking_table
 

@@ -28,9 +28,9 @@ from click.testing import CliRunner, Result
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from dvtool.cli import cli
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.log.reader import open_log
-from dvtool.storage import Storage
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.delta.log.reader import open_log
+from dvtool.storage.table_storage import Storage
 from tests.oracles import GOLDEN, commit_actions, raw_rows, replay_json, z85_uuid
 from tests.s3_server import KEY_ID, SECRET, S3Request, S3Server
 

@@ -1,11 +1,14 @@
-"""Finding the Delta tables under a prefix (`dvtool maintain --recursive`), locally and on S3.
+"""Finding the tables under a prefix (`dvtool maintain --recursive`), locally and on S3.
 
-The layout holds tables written by deltalake at several depths, a partitioned table, a table
+The layout holds Delta tables written by deltalake at several depths, a partitioned table,
+an Iceberg table written by pyiceberg (a path table: `metadata/*.metadata.json`), a plain
+directory with a `metadata/` folder that holds no table metadata (not a table), a table
 written inside another table's directory (never found: a table is not entered), tables in
 hidden directories (`_x`, `.x`: not searched), a plain directory, an empty one and, on local
 disk, a symbolic link to a table elsewhere (not followed). The same layout uploaded to the
 moto S3 server is discovered alike, and the server's request log shows that no found table
-was listed or entered: the only keys discovery touched are the `_delta_log` probes.
+was listed or entered: the only keys discovery touched are the `_delta_log` and `metadata`
+probes.
 """
 
 from __future__ import annotations
@@ -15,16 +18,20 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from pyiceberg.catalog.sql import SqlCatalog
 
 from dvtool.commands.table_discovery import discover_tables
 from dvtool.errors import TableNotFoundError
 from tests.s3_server import S3Server
 
-FOUND = ["group/deeper/t3", "group/t2", "t1"]
+FOUND = ["group/deeper/t3", "group/ice", "group/t2", "t1"]
 HIDDEN = ["_hidden/t4", ".staging/t5"]
 # Directories discovery probes for `_delta_log` (the prefix itself first): the visible
-# subdirectories of every directory that is not a table.
-PROBED = ["", "t1", "group", "group/t2", "group/deeper", "group/plain", "group/deeper/t3"]
+# subdirectories of every directory that is not a table; those without `_delta_log` are
+# probed for `metadata` too.
+DELTA_TABLES = ["t1", "group/t2", "group/deeper/t3"]
+PROBED = ["", "group", "group/ice", "group/deeper", "group/plain", "group/plain/metadata"]
+PROBED += DELTA_TABLES
 
 
 def _table(path: Path, partitioned: bool = False) -> None:
@@ -32,9 +39,19 @@ def _table(path: Path, partitioned: bool = False) -> None:
     write_deltalake(str(path), data, partition_by=["p"] if partitioned else None)
 
 
+def _iceberg_table(path: Path) -> None:
+    """A path Iceberg table as pyiceberg writes it (metadata/00000-UUID.metadata.json)."""
+    catalog = SqlCatalog("discovery", uri="sqlite:///:memory:", warehouse=f"file://{path}")
+    catalog.create_namespace("ns")
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    table = catalog.create_table("ns.t", schema=data.schema, location=f"file://{path}")
+    table.append(data)
+
+
 def _layout(root: Path) -> Path:
     """The tables and directories of the module docstring under `root` (no link)."""
     _table(root / "t1")
+    _iceberg_table(root / "group" / "ice")
     _table(root / "t1" / "nested")  # inside a table: never found
     _table(root / "group" / "t2", partitioned=True)
     _table(root / "group" / "deeper" / "t3")
@@ -42,6 +59,8 @@ def _layout(root: Path) -> Path:
         _table(root / hidden)
     (root / "group" / "plain").mkdir(parents=True)
     (root / "group" / "plain" / "notes.txt").write_text("not a table")
+    (root / "group" / "plain" / "metadata").mkdir()
+    (root / "group" / "plain" / "metadata" / "notes.json").write_text("{}")
     return root
 
 
@@ -79,7 +98,8 @@ def test_without_recursive_the_arguments_are_the_tables(tmp_path: Path) -> None:
 def test_prefixes_are_searched_in_order_and_a_table_is_kept_once(tmp_path: Path) -> None:
     root = _layout(tmp_path / "lake")
     found = discover_tables([str(root / "group"), str(root)], None, recursive=True)
-    assert found.tables == [str(root / t) for t in ["group/deeper/t3", "group/t2", "t1"]]
+    group = ["group/deeper/t3", "group/ice", "group/t2"]
+    assert found.tables == [str(root / t) for t in [*group, "t1"]]
 
 
 @pytest.mark.parametrize("prefix", ["plain-dir", "missing"])
@@ -91,7 +111,7 @@ def test_a_prefix_without_tables_is_a_not_found_error(tmp_path: Path, prefix: st
     [(failed, error)] = found.failed
     assert failed == str(tmp_path / prefix)
     assert isinstance(error, TableNotFoundError) and error.exit_code == 5
-    assert "_delta_log" in error.message
+    assert "_delta_log" in error.message and "metadata/" in error.message
 
 
 def test_tables_under_an_s3_prefix_without_entering_them(
@@ -106,5 +126,8 @@ def test_tables_under_an_s3_prefix_without_entering_them(
     requests = s3_server.requests()[seen:]
     keys = {r.key for r in requests if r.key}  # listings are of the bucket, with a prefix
     probes = {f"discovery/lake/{d}/_delta_log".replace("//", "/") for d in PROBED}
-    assert keys == probes
+    probes |= {
+        f"discovery/lake/{d}/metadata".replace("//", "/") for d in PROBED if d not in DELTA_TABLES
+    }
+    assert {k.rstrip("/") for k in keys} == probes
     assert all(r.method in ("GET", "HEAD") for r in requests)

@@ -27,10 +27,10 @@ from deltalake import write_deltalake
 
 import dvtool
 from dvtool import faults
-from dvtool.core.stats_collect import StatsCollector
 from dvtool.data_files import BackgroundSync, publish, write_data_file
+from dvtool.delta.protocol.stats_collect import StatsCollector
 from dvtool.errors import StorageError
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 from tests.oracles import commit_versions, replay_json
 
 pytestmark = pytest.mark.skipif(

@@ -24,9 +24,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
-from dvtool.core.partitions import partition_directory
-from dvtool.core.stats_collect import StatsCollector
 from dvtool.data_files import (
     footer_row_count,
     iter_file_batches,
@@ -34,8 +31,11 @@ from dvtool.data_files import (
     row_group_stats,
     write_data_file,
 )
+from dvtool.delta.protocol.arrow_types import FIELD_ID_METADATA_KEY
+from dvtool.delta.protocol.partitions import partition_directory
+from dvtool.delta.protocol.stats_collect import StatsCollector
 from dvtool.errors import DataFileError, FileMissingError, StorageError
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 from tests.oracles import GOLDEN
 
 FILE_NAME = re.compile(

@@ -4,7 +4,7 @@
 the min/max of integers, strings, date32, timestamps and decimal128, at the top level and in
 structs (`StatsCollector.use_footer`), instead of computing them batch by batch. The oracle
 is the computed path: a `StatsCollector` that sees every row of the same data (itself
-checked against plain python and delta-rs in tests/core/test_stats_collect.py); random
+checked against plain python and delta-rs in tests/delta/protocol/test_stats_collect.py); random
 tables of every type are in tests/data_files/test_footer_stats_properties.py.
 The `stats` JSON must be byte-for-byte the same, for every type, with nulls, NaNs, signed
 zeros, long and supplementary-plane strings, strings over pyarrow's 4 KiB statistics limit
@@ -29,10 +29,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvtool.core.arrow_types import FIELD_ID_METADATA_KEY
-from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files import WrittenFile, footer_stats, write_data_file, writing
-from dvtool.storage import Storage
+from dvtool.delta.protocol.arrow_types import FIELD_ID_METADATA_KEY
+from dvtool.delta.protocol.stats_collect import StatsCollector, stats_json
+from dvtool.storage.table_storage import Storage
 
 UTC = timezone.utc
 MAX_CHAR = "\U0010ffff"

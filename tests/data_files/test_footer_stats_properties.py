@@ -11,7 +11,7 @@ size, row groups of a random size and a random `delta.dataSkippingNumIndexedCols
 `delta.dataSkippingStatsColumns`. `write_data_file` writes it through the real writing path
 (footer statistics, `StatsCollector.use_footer`); the oracle is a `StatsCollector` that
 computes everything from the same batches (checked against plain python and delta-rs in
-tests/core/test_stats_collect.py). The file is never read back: no value is over pyarrow's
+tests/delta/protocol/test_stats_collect.py). The file is never read back: no value is over pyarrow's
 4 KiB statistics limit (tests/data_files/test_footer_stats.py covers those).
 """
 
@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvtool.core.stats_collect import StatsCollector, stats_json
 from dvtool.data_files import write_data_file, writing
-from dvtool.storage import Storage
+from dvtool.delta.protocol.stats_collect import StatsCollector, stats_json
+from dvtool.storage.table_storage import Storage
 
 MAX_CHAR = "\U0010ffff"
 MIN_DAY, MAX_DAY = -719_162, 2_932_896  # 0001-01-01 .. 9999-12-31

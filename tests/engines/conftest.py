@@ -20,7 +20,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dvtool.engines.spark import SparkEngine
+    from dvtool.engines.spark.engine import SparkEngine
     from tests.engines.spark_cluster import Server
 
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def spark_engine() -> Iterator[SparkEngine]:
     """The module's one local Spark session (created lazily by the first call)."""
     from dvtool.engines import SparkSettings
-    from dvtool.engines.spark import SparkEngine
+    from dvtool.engines.spark.engine import SparkEngine
     from tests.engines.spark_cluster import DRIVER_CONF
 
     spark = SparkEngine(SparkSettings(master="local[2]", conf=DRIVER_CONF))

@@ -50,11 +50,11 @@ from typing import Any
 import numpy as np
 import pyspark
 
-from dvtool.core.deletion_vector import DeletionVectorDescriptor
-from dvtool.dvstore import DVStore
+from dvtool.delta.dvstore import DVStore
+from dvtool.delta.log.reader import open_log
+from dvtool.delta.protocol.deletion_vector import DeletionVectorDescriptor
 from dvtool.engines import SparkSettings
 from dvtool.engines.base import RewriteBin, RewriteInput, ScanFile, TableLayout
-from dvtool.log.reader import open_log
 from tests.engines.stock_python import clean_env
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -347,7 +347,7 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         from tests.engines.stock_python import executor_report
 
         return executor_report(spec.get("master"), spec.get("remote"), DRIVER_CONF | QUICK_JVM)
-    from dvtool.engines.spark import SparkEngine
+    from dvtool.engines.spark.engine import SparkEngine
     from dvtool.predicate import Predicate
 
     settings = SparkSettings(

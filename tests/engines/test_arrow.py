@@ -22,11 +22,11 @@ import pytest
 from pyroaring import BitMap64
 
 import dvtool.engines.arrow_scan as arrow_scan
-from dvtool.core.schema import parse_schema
+from dvtool.delta.protocol.schema import parse_schema
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import ScanFile, TableLayout
 from dvtool.predicate import Predicate
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 
 UTC = dt.timezone.utc
 Row = dict[str, Any]
@@ -399,9 +399,9 @@ def test_integer_overflow_is_a_predicate_error(tmp_path: Path) -> None:
     """ANSI Spark fails a statement on integer overflow; dvtool reports it as a user error."""
     import deltalake
 
-    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.delta.log.reader import open_log
     from dvtool.errors import PredicateError
-    from dvtool.log.reader import open_log
 
     deltalake.write_deltalake(str(tmp_path), pa.table({"x": pa.array([2**62, 1], pa.int64())}))
     with pytest.raises(PredicateError, match="cannot be evaluated"):
@@ -412,9 +412,9 @@ def test_scan_opens_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """Footer statistics and row groups come from one open: one request per file, not two."""
     import deltalake
 
-    from dvtool.commands.delete import DeleteRequest, run_delete
-    from dvtool.log.reader import open_log
-    from dvtool.storage import Storage
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.delta.log.reader import open_log
+    from dvtool.storage.table_storage import Storage
 
     for k in range(3):
         data = pa.table({"id": pa.array(range(k * 10, k * 10 + 10), pa.int64())})

@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
-from dvtool.core.deletion_vector import bitmap_rows
-from dvtool.core.schema import parse_schema
+from dvtool.deletion_vectors.codec import bitmap_rows
+from dvtool.delta.protocol.schema import parse_schema
 from dvtool.engines import rewrite
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin, write_change_data
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 
 ROWS = 150_000
 BATCH = 65_536

@@ -25,9 +25,10 @@ import pytest
 from deltalake import write_deltalake
 from pyroaring import BitMap64
 
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.core.deletion_vector import bitmap_rows
-from dvtool.core.schema import parse_schema
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.deletion_vectors.codec import bitmap_rows
+from dvtool.delta.log.reader import open_log
+from dvtool.delta.protocol.schema import parse_schema
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import RewriteBin, RewriteInput
 from dvtool.engines.spark.tasks import (
@@ -39,7 +40,6 @@ from dvtool.engines.spark.tasks import (
     written_files,
 )
 from dvtool.errors import UsageError
-from dvtool.log.reader import open_log
 from tests.engines.spark_cluster import table_scan
 
 REPO = Path(__file__).resolve().parents[2]

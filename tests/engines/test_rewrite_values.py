@@ -34,14 +34,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dvtool.commands.delete import DeleteRequest, run_delete
-from dvtool.commands.downgrade import run_downgrade
-from dvtool.commands.optimize import run_optimize
-from dvtool.commands.optimize_plan import OptimizeRequest
+from dvtool.commands.delete.command import DeleteRequest, run_delete
+from dvtool.commands.downgrade.command import run_downgrade
+from dvtool.commands.optimize.command import run_optimize
+from dvtool.commands.optimize.plan import OptimizeRequest
+from dvtool.delta.log.reader import open_log
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Engine
 from dvtool.errors import DvtoolError, UnrepresentableValueError
-from dvtool.log.reader import open_log
 from tests.oracles import canon, raw_rows, replay_json
 from tests.writers import (
     DeltaLog,

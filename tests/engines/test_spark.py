@@ -32,20 +32,22 @@ import pytest
 from deltalake import write_deltalake
 from pyroaring import BitMap64
 
-from dvtool.commands.delete import DeleteRequest, run_delete
+from dvtool.commands.delete.command import DeleteRequest, run_delete
 from dvtool.commands.enable import run_enable
-from dvtool.core.arrow_types import arrow_schema
-from dvtool.core.deletion_vector import bitmap_rows
-from dvtool.core.schema import parse_schema
 from dvtool.data_files import WrittenFile
+from dvtool.deletion_vectors.codec import bitmap_rows
+from dvtool.delta.log.reader import open_log
+from dvtool.delta.protocol.arrow_types import arrow_schema
+from dvtool.delta.protocol.schema import parse_schema
 from dvtool.engines import SparkSettings, choose_engine
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import RewriteBin, RewriteInput, ScanFile, TableLayout
-from dvtool.engines.spark import SparkEngine, SparkEngineError, hadoop_path, spark_path_key
+from dvtool.engines.spark.engine import SparkEngine
+from dvtool.engines.spark.failures import SparkEngineError
+from dvtool.engines.spark.paths import hadoop_path, spark_path_key
 from dvtool.errors import UsageError
-from dvtool.log.reader import open_log
 from dvtool.predicate import Predicate
-from dvtool.storage import Storage
+from dvtool.storage.table_storage import Storage
 from tests.engines.spark_cluster import DRIVER_CONF, run_in_child, table_scan
 from tests.oracles import copy_golden, raw_rows
 from tests.s3_server import S3Server
@@ -454,11 +456,11 @@ def test_delete_and_purge_on_spark_equal_arrow(engine: SparkEngine, tmp_path: Pa
     both): a DV delete (Spark scan), a copy-on-write delete and a purge (Spark rewrites)."""
     import polars as pl
 
-    from dvtool.commands.delete import DeleteRequest, run_delete
+    from dvtool.commands.delete.command import DeleteRequest, run_delete
     from dvtool.commands.enable import run_enable
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+    from dvtool.delta.log.reader import open_log
     from dvtool.engines.arrow import ArrowEngine
-    from dvtool.log.reader import open_log
 
     tables = {}
     for name, chosen in (("arrow", ArrowEngine()), ("spark", engine)):
@@ -487,7 +489,7 @@ def test_purge_on_s3_reads_and_writes_through_fsspec(
     under `region=us west/#%{}[x]:é`, locally and on S3.)"""
     import polars as pl
 
-    from dvtool.commands.optimize import OptimizeRequest, run_optimize
+    from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
 
     expected = sorted(row["id"] for row in raw_rows(delta_table))
     prefix = "engines/spark-purge/t"

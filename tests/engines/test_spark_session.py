@@ -26,10 +26,11 @@ import pytest
 from deltalake import write_deltalake
 
 import dvtool
+from dvtool.delta.log.reader import open_log
 from dvtool.engines import SparkSettings
-from dvtool.engines.spark import SparkEngine, SparkEngineError, shipping
-from dvtool.engines.spark.failures import spark_errors
-from dvtool.log.reader import open_log
+from dvtool.engines.spark import shipping
+from dvtool.engines.spark.engine import SparkEngine
+from dvtool.engines.spark.failures import SparkEngineError, spark_errors
 from tests.engines.spark_cluster import DRIVER_CONF, REPO, SPARK_HOME, spark_env
 
 TIMEOUT = 300
@@ -63,7 +64,7 @@ def test_package_zip_is_deterministic_and_imports_alone(tmp_path: Path) -> None:
     assert names == expected
     assert {
         "dvtool/__init__.py",
-        "dvtool/core/roaring.py",
+        "dvtool/deletion_vectors/roaring.py",
         "dvtool/engines/spark/tasks.py",
     } <= names
 
@@ -72,8 +73,9 @@ def test_package_zip_is_deterministic_and_imports_alone(tmp_path: Path) -> None:
     site = Path(pa.__file__).resolve().parents[1]
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.path.append(sys.argv[2]); "
-        "import dvtool.core.roaring, dvtool.engines.spark.tasks; "
-        "print(dvtool.core.roaring.__file__); print(dvtool.engines.spark.tasks.__file__)"
+        "import dvtool.deletion_vectors.roaring, dvtool.engines.spark.tasks; "
+        "print(dvtool.deletion_vectors.roaring.__file__); "
+        "print(dvtool.engines.spark.tasks.__file__)"
     )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", code, str(path), str(site)],

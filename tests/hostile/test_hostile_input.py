@@ -283,7 +283,7 @@ def test_hostile_remove_paths_are_never_acted_on(base_table: Path, tmp_path: Pat
     """Tombstones (`remove`) with control characters, backslashes and paths that climb out
     of the root name files no command here acts on: delete and purge succeed, inspect
     counts the tombstones, and the files they name outside the root stay untouched. (That
-    vacuum never deletes them is tests/commands/test_vacuum_safety.py.)"""
+    vacuum never deletes them is tests/commands/vacuum/test_vacuum_safety.py.)"""
     table = tmp_path / "table"
     shutil.copytree(base_table, table)
     scene = Scene(tmp_path, table)

@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from dvtool.core.schema import StructField, StructType
+from dvtool.delta.protocol.schema import StructField, StructType
 from tests.predicate.predicate_reference import (
     Ref,
     Row,

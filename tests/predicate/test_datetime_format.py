@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dvtool.core import arrow_values
+from dvtool.arrays import arrow_values
 from dvtool.errors import PredicateError
 from dvtool.predicate.arrow import evaluate
 from dvtool.predicate.datetime_format import (

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-from dvtool.core.schema import ArrayType, StructField, StructType, parse_schema
+from dvtool.delta.protocol.schema import ArrayType, StructField, StructType, parse_schema
 from dvtool.errors import LogError, PredicateError
 from dvtool.predicate import Match, Predicate
 

@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dvtool.core.schema import ArrayType, StructField, StructType, parse_schema
+from dvtool.delta.protocol.schema import ArrayType, StructField, StructType, parse_schema
 from dvtool.errors import PredicateError
 from dvtool.predicate import Match, Predicate
 from dvtool.predicate.skipping import Skipper
 from dvtool.predicate.sqltypes import STRING, VARIANT, from_delta, to_arrow
 from dvtool.predicate.statistics import ColumnStats
 from dvtool.predicate.tree import Column, Compare, Literal, columns
+from tests.oracles import GOLDEN
 
 ALL, NONE, SOME = Match.ALL, Match.NONE, Match.SOME
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden"
 WIDENED_TABLE = GOLDEN / "type-widening"
 
 

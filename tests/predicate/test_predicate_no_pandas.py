@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dvtool.core.schema import StructField, StructType
+from dvtool.delta.protocol.schema import StructField, StructType
 from dvtool.predicate import Predicate
 from tests.predicate import test_predicate as cases
 
@@ -114,7 +114,7 @@ def test_every_predicate_case_is_evaluated_without_pandas(tmp_path: Path) -> Non
 
 
 def test_wide_decimal_literals_keep_every_digit() -> None:
-    """Literals are built by dvtool.core.arrow_values now: a 38-digit one keeps its digits
+    """Literals are built by dvtool.arrays.arrow_values now: a 38-digit one keeps its digits
     (the decimal module's default context holds 28)."""
     schema = StructType((StructField("d", "decimal(38,0)"),))
     wide = 12345678901234567890123456789012345678

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dvtool.core.schema import StructField, StructType
+from dvtool.delta.protocol.schema import StructField, StructType
 from dvtool.errors import InvalidInputError
 from dvtool.predicate import Match, Predicate
 

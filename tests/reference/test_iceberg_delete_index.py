@@ -24,13 +24,18 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import StaticTable
 
+from dvtool.deletion_vectors.puffin import (
+    FOOTER_TRAILER,
+    decode_dv_blob,
+    footer_length,
+    parse_footer,
+)
 from dvtool.iceberg.delete_index import (
     AppliedDeletes,
     DeleteContent,
     DeleteIndex,
     dangling_deletes,
 )
-from dvtool.iceberg.puffin import FOOTER_TRAILER, decode_dv_blob, footer_length, parse_footer
 from dvtool.iceberg.snapshot_files import live_files, unpartitioned_specs
 from tests.reference.iceberg_tables import SPECS
 

@@ -1,4 +1,4 @@
-"""dvtool's Puffin codec (dvtool/iceberg/puffin.py) reads the deletion vectors Iceberg's
+"""dvtool's Puffin codec (dvtool/deletion_vectors/puffin.py) reads the deletion vectors Iceberg's
 Spark runtime wrote: every live DV's Puffin footer parses, and the blob at the DV's content
 offset decodes to the positions the spec reader of tests/reference/dv_files.py finds, as
 many as Iceberg's `record_count`, for the data file the footer names."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dvtool.iceberg.puffin import (
+from dvtool.deletion_vectors.puffin import (
     FOOTER_TRAILER,
     REFERENCED_DATA_FILE,
     decode_dv_blob,

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dvtool.errors import FileMissingError, UsageError
-from dvtool.storage import Storage
 from dvtool.storage.arrow_storage import ArrowStorage, arrow_filesystem_options
+from dvtool.storage.table_storage import Storage
 from tests.s3_server import S3Server
 
 

@@ -18,8 +18,8 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from dvtool.errors import FileMissingError, StorageError
-from dvtool.storage import Storage
 from dvtool.storage.local_files import LocalFiles
+from dvtool.storage.table_storage import Storage
 
 NAMES = ["plain.bin", "with space.bin", "per%25cent%.bin", "hash#.bin", "ünïcödé-名前.bin"]
 DATA = bytes(range(256)) * 4

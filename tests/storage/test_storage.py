@@ -23,10 +23,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dvtool.errors import FileMissingError, StorageError, UsageError
-from dvtool.storage import FileInfo, Storage, _fsspec_options
+from dvtool.storage.backends import fsspec_options as _fsspec_options
+from dvtool.storage.listing import FileInfo
+from dvtool.storage.table_storage import Storage
+from tests.oracles import GOLDEN
 from tests.s3_server import S3Server
 
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden"
 KINDS = ["local", "file_uri", "memory"]
 
 

@@ -21,13 +21,13 @@ from click.testing import Result
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from dvtool.errors import UsageError
-from dvtool.storage import Storage
 from dvtool.storage.storage_option_keys import RULES
 from dvtool.storage.storage_options import (
     ParameterKind,
     backend_parameters,
     resolve_storage_options,
 )
+from dvtool.storage.table_storage import Storage
 from tests.cli_helpers import all_output, error_object, run
 from tests.oracles import GOLDEN
 from tests.s3_server import S3Server

@@ -3,7 +3,8 @@
 This package is the only part of dvtool that imports pyspark, and only inside functions:
 importing it starts nothing. `SparkEngine(settings)` creates its session when `find_matches`
 or `rewrite` first needs it and keeps it for later calls; `stop()` ends it. Its modules, each
-documenting its own part (import the names below from `dvtool.engines.spark`, not from them):
+documenting its own part (the package itself imports none of them: executors import `tasks`
+and must not pay for, or need the dependencies of, the driver side):
 
 - `engine`: `SparkEngine`, the driver side: the scan's plan (one parquet read, the predicate
   in `.where`, a broadcast join for paths and partition values) and the rewrite's schedule
@@ -32,32 +33,3 @@ need their Hadoop connector and credentials configured through `--spark-conf` (e
 needs pandas on the driver for `mapInArrow` and Arrow conversions: scans and Connect
 rewrites use them, classic rewrites do not.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dvtool.engines.spark.engine import SparkEngine
-    from dvtool.engines.spark.failures import SparkEngineError
-    from dvtool.engines.spark.paths import hadoop_path, spark_path_key
-
-__all__ = ["SparkEngine", "SparkEngineError", "hadoop_path", "spark_path_key"]
-# Imported on first use: executors import `tasks` through this package and must not pay for
-# (or need the dependencies of) the driver side.
-_HOMES = {
-    "SparkEngine": "engine",
-    "SparkEngineError": "failures",
-    "hadoop_path": "paths",
-    "spark_path_key": "paths",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value

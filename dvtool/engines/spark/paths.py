@@ -36,28 +36,28 @@ from typing import Any
 from urllib.parse import unquote
 
 from dvtool.errors import UsageError
+from dvtool.storage.schemes import hadoop_scheme, split_scheme
 
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
-_KEY_SCHEMES = {"s3": "s3a", "s3n": "s3a", "gcs": "gs", "abfs": "abfss", "az": "abfss"}
 
 
 def hadoop_path(location: str, options: Mapping[str, Any] | None = None) -> str:
     """The Hadoop path Spark reads for a dvtool location (see the module docstring)."""
-    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://(.*)$", location)
-    if match is None:
-        if location.startswith("file:"):
-            return "file:///" + location[len("file:") :].lstrip("/")
+    split = split_scheme(location)
+    if split is None:
         if not location.startswith("/"):
             raise UsageError(f"the Spark engine needs absolute locations, not {location}")
         return "file://" + location
-    scheme, rest = match.group(1).lower(), match.group(2)
-    if scheme == "file":
+    scheme, rest = split
+    hadoop = hadoop_scheme(scheme)
+    if hadoop == "file":
         return "file:///" + rest.lstrip("/")
-    if scheme in ("s3", "s3a", "s3n"):
-        return "s3a://" + rest
-    if scheme in ("gs", "gcs"):
-        return "gs://" + rest
-    if scheme in ("abfs", "abfss", "az"):
+    if hadoop is None or not rest.startswith("//"):
+        raise UsageError(f"the Spark engine cannot read {scheme}:// tables ({location})")
+    rest = rest[2:]
+    if hadoop in ("s3a", "gs"):
+        return f"{hadoop}://{rest}"
+    if hadoop == "abfss":
         authority, slash, path = rest.partition("/")
         if "@" not in authority:
             from dvtool.storage.storage_options import resolve_storage_options
@@ -88,18 +88,18 @@ def spark_path_key(path: str, *, encoded: bool = True) -> str:
     (s3 -> s3a, gcs -> gs, abfs/az -> abfss), `file:` slashes collapsed, Unicode NFC.
     """
     text = unquote(path) if encoded else path
-    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", text, re.DOTALL)
-    if match is None:
+    split = split_scheme(text)
+    if split is None:
         text = "file:/" + text.lstrip("/")
     else:
-        scheme, rest = match.group(1).lower(), match.group(2)
+        scheme, rest = split
         if scheme == "file":
             rest = rest.lstrip("/")
             if rest.startswith("localhost/"):
                 rest = rest[len("localhost/") :]
             text = "file:/" + rest
         else:
-            text = f"{_KEY_SCHEMES.get(scheme, scheme)}:{rest}"
+            text = f"{hadoop_scheme(scheme) or scheme}:{rest}"
     return unicodedata.normalize("NFC", text)
 
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from dvtool.core.arrow_types import delta_to_arrow_type
-from dvtool.core.partitions import parse_partition_value
-from dvtool.core.schema import ArrayType, DataType, MapType, StructField, StructType
+from dvtool.delta.protocol.arrow_types import delta_to_arrow_type
+from dvtool.delta.protocol.partitions import parse_partition_value
+from dvtool.delta.protocol.schema import ArrayType, DataType, MapType, StructField, StructType
 from dvtool.engines.base import TableLayout
 from dvtool.engines.spark.failures import SparkEngineError
 from dvtool.engines.spark.tasks import FILE_COLUMN, PATH_COLUMN

@@ -14,7 +14,7 @@ driver by `written_files`).
 
 Scan. The matching (file index, row index) pairs never reach the driver: `collect_matches`
 builds one bitmap per file within each Spark partition (row indexes as numpy arrays, encoded
-with `dvtool.core.roaring`), subtracts the file's
+with `dvtool.deletion_vectors.roaring`), subtracts the file's
 current DV there (the DVs travel, serialized, in the function's closure, which works for
 classic and Connect sessions alike) and yields (file index, serialized bitmap); the driver
 ORs the partial bitmaps of each file. A matching row whose path Spark reported in a spelling
@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dvtool.core import roaring
 from dvtool.data_files import WrittenFile
+from dvtool.deletion_vectors import roaring
 from dvtool.engines.base import RewriteBin, RewriteInput, TableLayout
 from dvtool.engines.rewrite import write_bin
 from dvtool.engines.spark.failures import SparkEngineError
@@ -54,7 +54,7 @@ from dvtool.storage.arrow_storage import ArrowStorage
 from dvtool.storage.data_file_storage import DataFileStorage
 
 if TYPE_CHECKING:
-    from dvtool.core.schema import StructType
+    from dvtool.delta.protocol.schema import StructType
 
 # Helper column names; no Delta column is expected to use them.
 PATH_COLUMN = "__dvtool_path"
@@ -116,7 +116,7 @@ def collect_matches(
     """Matching (file, row index) pairs of one Spark partition -> one bitmap per file.
 
     `deleted` holds each file's current DV as portable 64-bit Roaring bytes, subtracted
-    here. The bitmaps are encoded with dvtool's numpy codec (`dvtool.core.roaring`), so
+    here. The bitmaps are encoded with dvtool's numpy codec (`dvtool.deletion_vectors.roaring`), so
     this needs nothing an executor of a stock cluster lacks (no pyroaring).
     """
     found: dict[int, list[np.ndarray]] = {}

@@ -1,0 +1,3 @@
+"""`dvtool delete --where`: plan the files a predicate touches (`command`) and write their
+DVs or rewritten files (`write`).
+"""

@@ -1,0 +1,3 @@
+"""`dvtool inspect`: summary (`summary`, `columns`), files, history, `--verify` (`command`)
+and `--check` gates (`checks`).
+"""

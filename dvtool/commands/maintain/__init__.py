@@ -1,0 +1,3 @@
+"""`dvtool maintain`: the maintenance loop over many tables (`command`) and its per-table plan
+(`plan`).
+"""

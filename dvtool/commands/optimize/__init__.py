@@ -1,0 +1,3 @@
+"""`dvtool optimize`: purge DVs and compact files (`command`), with the choice of files and
+bins (`plan`).
+"""

@@ -1,0 +1,1 @@
+"""`dvtool restore`: commit an earlier version's state (`command`), planned by `plan`."""

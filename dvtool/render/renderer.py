@@ -1,0 +1,109 @@
+"""All output of dvtool goes through one renderer, which hands each result to its view.
+
+Commands never print: they return result objects that end up here. `Renderer` is the
+`Output` (`dvtool.render.output`: lines, tables, listings or JSON) with one method per
+command, each importing only its view (`dvtool.render.inspect`, `rewrites`, `restore`,
+`log`, `maintain`; one command runs per process, so the others are never imported), and the
+views draw on the `Output`: no view imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dvtool.render.output import Output
+
+if TYPE_CHECKING:  # one command runs per process: do not import the others (start-up time)
+    from dvtool.commands.checkpoint import CheckpointResult
+    from dvtool.commands.delete.command import DeleteResult
+    from dvtool.commands.downgrade.command import DowngradeResult
+    from dvtool.commands.enable import EnableResult
+    from dvtool.commands.inspect.command import InspectResult
+    from dvtool.commands.log_cleanup import LogCleanupResult
+    from dvtool.commands.maintain.command import MaintainResult
+    from dvtool.commands.manifest import ManifestResult
+    from dvtool.commands.optimize.command import OptimizeResult
+    from dvtool.commands.restore.command import RestoreResult
+    from dvtool.commands.vacuum.command import VacuumResult
+
+
+class Renderer(Output):
+    """Draws each command's result with its view, for people or as one JSON document."""
+
+    # -- inspect ---------------------------------------------------------------------------
+
+    def inspect(self, result: InspectResult) -> None:
+        from dvtool.render import inspect as view
+
+        if self.as_json:
+            self.json(result.to_json())
+            return
+        if result.summary is not None:
+            view.print_summary(self, result.summary)
+        if result.files is not None:
+            total = result.summary.num_files if result.summary else len(result.files)
+            root = result.summary.location if result.summary else None
+            view.print_files(self, result.files, total, root)
+        if result.history is not None:
+            view.print_history(self, result.history)
+        if result.verify is not None:
+            view.print_verify(self, result.verify)
+        if result.checks is not None:
+            view.print_checks(self, result.checks)
+
+    # -- the other commands (their views: rewrites, restore, log, maintain) --------------------
+
+    def enable(self, result: EnableResult) -> None:
+        from dvtool.render import rewrites as render_rewrites
+
+        render_rewrites.enable(self, result)
+
+    def delete(self, result: DeleteResult) -> None:
+        from dvtool.render import rewrites as render_rewrites
+
+        render_rewrites.delete(self, result)
+
+    def optimize(self, result: OptimizeResult) -> None:
+        from dvtool.render import rewrites as render_rewrites
+
+        render_rewrites.optimize(self, result)
+
+    def manifest(self, result: ManifestResult) -> None:
+        from dvtool.render import rewrites as render_rewrites
+
+        render_rewrites.manifest(self, result)
+
+    def downgrade(self, result: DowngradeResult) -> None:
+        from dvtool.render import rewrites as render_rewrites
+
+        render_rewrites.downgrade(self, result)
+
+    def restore(self, result: RestoreResult) -> None:
+        from dvtool.render.restore import render_restore
+
+        render_restore(self, result)
+
+    def vacuum(self, result: VacuumResult) -> None:
+        from dvtool.render import log as render_log
+
+        render_log.vacuum(self, result)
+
+    def log_cleanup(self, result: LogCleanupResult) -> None:
+        from dvtool.render import (
+            log as render_log,  # checkpoint and vacuum --log views (dvtool.render.log)
+        )
+
+        render_log.log_cleanup(self, result)
+
+    def checkpoint(self, result: CheckpointResult) -> None:
+        from dvtool.render import log as render_log
+
+        render_log.checkpoint(self, result)
+
+    def maintain(self, result: MaintainResult, shown: Callable[[str], str] | None = None) -> None:
+        """`shown(location)`: a table's location as the user named it (see
+        `dvtool.render.values.location_as_given`); default: as the result holds it."""
+        from dvtool.render.maintain import render_maintain
+
+        render_maintain(self, result, shown or (lambda location: location))
