@@ -1,7 +1,8 @@
 """`--verify` for deletion vectors: one Puffin file and the DVs the manifests place in it.
 
-A Puffin file is read once for all its DVs: a HEAD for its size, the first bytes and the
-12-byte trailer, then the footer (`dvtool.iceberg.puffin`). Each DV's blob is then read at
+A Puffin file is read once for all its DVs: a HEAD for its size, then the whole file when
+it is small (`WHOLE_FILE_BYTES`), else its first bytes, the 12-byte trailer, the footer
+(`dvtool.iceberg.puffin`) and each blob by range. Each DV's blob is then read at
 the manifest's `content_offset` / `content_size_in_bytes` (where Iceberg's readers read
 it) and checked against the footer's entry for it, the framing of the blob (length prefix,
 magic `D1 D3 39 64`, CRC-32; the codec of `dvtool.core.deletion_vector`), its `cardinality`
@@ -17,6 +18,7 @@ manifest points.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
 from dvtool.core.deletion_vector import ENTRY_OVERHEAD, decode_dv_entry
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
     from pyroaring import BitMap64
 
 DV_MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
+WHOLE_FILE_BYTES = 8 << 20
+"""Puffin files up to this size are read in one request (one GET on an object store, not
+one per DV); larger ones blob by blob, so memory stays bounded."""
 
 # The codec's errors, by what they found wrong in the blob's framing.
 _CODEC_KINDS: tuple[tuple[type[DeletionVectorError], str], ...] = (
@@ -87,8 +92,9 @@ def check_puffin_file(
     if input_file is None:
         return [_problem(p.kind, dv, p.message) for p in problems for dv in dvs]
     try:
-        with input_file.open(seekable=True) as stream:
+        with input_file.open(seekable=True) as opened:
             size = len(input_file)
+            stream = _whole(opened) if size <= WHOLE_FILE_BYTES else opened
             container, footer = _container(stream, size, path, dvs)
             problems += container
             if container and footer is None and container[0].kind == "puffin-unreadable":
@@ -98,6 +104,11 @@ def check_puffin_file(
     except READ_ERRORS as e:
         problems.append(IcebergProblem("puffin-unreadable", f"{path}: {describe(e)}", None, path))
     return problems
+
+
+def _whole(stream: Any) -> BytesIO:
+    """A small Puffin file read in one request: its DVs are then sliced from memory."""
+    return BytesIO(stream.read())
 
 
 def _container(

@@ -29,164 +29,35 @@ wrong size). A damage returns the file it damaged, which the problems must name.
 
 from __future__ import annotations
 
-import copy
-import shutil
 import struct
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.avro.file import AvroFile, AvroOutputFile
-from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.table import StaticTable
-from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
 from dvtool.iceberg.puffin import build_puffin, dv_blob_metadata, encode_dv_blob
-from tests.engines.jvm_engines import JvmSession
+from tests.iceberg.table_edits import (
+    DATA,
+    DELETED,
+    EQUALITY,
+    POSITION,
+    Copy,
+    Entry,
+    edit_manifest,
+    local,
+    patch,
+    truncate,
+)
 from tests.reference.dv_files import iceberg_dv_blob
-from tests.reference.iceberg_tables import COMMIT_EQUALITY_DELETES, latest_metadata
-
-DATA, POSITION, EQUALITY = 0, 1, 2
-DELETED = 2
-
-
-# -- manifests ------------------------------------------------------------------------------
-
-
-class Entry:
-    """A manifest entry read with the manifest's own schema, its fields by name
-    (`status`, or a `data_file` field such as `content_offset`)."""
-
-    def __init__(self, record: Record, schema: Any) -> None:
-        self.record = record
-        self._top = {f.name: i for i, f in enumerate(schema.fields)}
-        data_file = schema.find_field("data_file").field_type
-        self._data_file = {f.name: i for i, f in enumerate(data_file.fields)}
-
-    def _slot(self, name: str) -> tuple[Record, int]:
-        if name in self._top:
-            return self.record, self._top[name]
-        return self.record[self._top["data_file"]], self._data_file[name]
-
-    def __getitem__(self, name: str) -> Any:
-        record, i = self._slot(name)
-        return record[i]
-
-    def get(self, name: str) -> Any:
-        """A field, or None when the manifest's schema has no such field (a v2 manifest
-        has no `content_offset`)."""
-        return self[name] if name in self._top or name in self._data_file else None
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        record, i = self._slot(name)
-        record[i] = value
-
-    def copy(self) -> Entry:
-        twin = copy.copy(self)
-        twin.record = copy.deepcopy(self.record)
-        return twin
-
-
-def read_manifest(path: str) -> tuple[list[Entry], Any, dict[str, str]]:
-    with AvroFile[Record](PyArrowFileIO().new_input(path)) as reader:
-        schema, meta = reader.schema, dict(reader.header.meta)
-        return [Entry(r, schema) for r in reader], schema, meta
-
-
-def edit_manifest(path: str, edit: Callable[[list[Entry]], list[Entry]]) -> None:
-    """Rewrite the manifest at `path` with `edit(entries)`, same schema and metadata."""
-    entries, schema, meta = read_manifest(path)
-    entries = edit(entries)
-    meta.pop("avro.schema", None)
-    output = PyArrowFileIO().new_output(path)
-    with AvroOutputFile[Record](output, schema, "manifest_entry", metadata=meta) as out:
-        out.write_block([e.record for e in entries])
-
-
-@dataclass
-class Copy:
-    """A writable copy of a fixture table, and the engine session that wrote it."""
-
-    root: Path
-    session: JvmSession
-
-    def table(self) -> StaticTable:
-        return StaticTable.from_metadata(str(latest_metadata(self.root)))
-
-    def manifests(self) -> list[str]:
-        table = self.table()
-        return [m.manifest_path for m in table.current_snapshot().manifests(table.io)]
-
-    def entries(self, content: int, file_format: str | None = None) -> list[tuple[str, Entry]]:
-        """The live entries of one content kind, with the manifest that holds each."""
-        found = []
-        for manifest in self.manifests():
-            for entry in read_manifest(manifest)[0]:
-                if entry["status"] == DELETED or entry["content"] != content:
-                    continue
-                if file_format is None or entry["file_format"].upper() == file_format:
-                    found.append((manifest, entry))
-        return found
-
-    def edit(self, content: int, file_format: str | None, change: Callable[[Entry], Any]) -> Entry:
-        """Apply `change` to the first live entry of the kind (in its manifest); it."""
-        manifest, target = self.entries(content, file_format)[0]
-        key = target["file_path"], target.get("content_offset")
-
-        def edit(entries: list[Entry]) -> list[Entry]:
-            for entry in entries:
-                mine = entry["file_path"], entry.get("content_offset")
-                if mine == key and entry["status"] != DELETED:
-                    change(entry)
-                    return entries
-            raise AssertionError(f"{key} not in {manifest}")
-
-        edit_manifest(manifest, edit)
-        return target
-
-
-@contextmanager
-def restored(root: Path) -> Iterator[None]:
-    """Put every file under `root` back as it was when the block ends (the damages of one
-    test must not leak into the next one's copy)."""
-    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    try:
-        yield
-    finally:
-        for path in [p for p in root.rglob("*") if p.is_file() and p not in before]:
-            path.unlink()
-        for path, data in before.items():
-            if not path.is_file() or path.read_bytes() != data:
-                path.write_bytes(data)
-
-
-# -- bytes ------------------------------------------------------------------------------------
-
-
-def local(path: str) -> Path:
-    return Path(path.removeprefix("file:"))
-
-
-def patch(path: str, offset: int, data: bytes) -> None:
-    file = local(path)
-    content = bytearray(file.read_bytes())
-    content[offset : offset + len(data)] = data
-    file.write_bytes(bytes(content))
-
-
-def truncate(path: str) -> None:
-    """Cut a file in half, as an interrupted upload or copy leaves it."""
-    data = local(path).read_bytes()
-    local(path).write_bytes(data[: len(data) // 2])
+from tests.reference.iceberg_tables import COMMIT_EQUALITY_DELETES
 
 
 def dv(table: Copy, n: int = 0) -> Entry:
+    """The `n`th live DV entry of the copy."""
     return table.entries(POSITION, "PUFFIN")[n][1]
 
 
@@ -205,6 +76,7 @@ def reframe(table: Copy, change: Callable[[bytearray], None]) -> str:
 
 
 def flip_crc(table: Copy) -> str:
+    """A bit-rotted byte: the last byte (the CRC's) of the first DV's blob flipped."""
     entry = dv(table)
     end = entry["content_offset"] + entry["content_size_in_bytes"] - 1
     byte = local(entry["file_path"]).read_bytes()[end]
@@ -213,10 +85,14 @@ def flip_crc(table: Copy) -> str:
 
 
 def wrong_dv_magic(table: Copy) -> str:
+    """The first DV blob's magic written as `D1 D3 39 65` (CRC recomputed)."""
     return reframe(table, lambda blob: blob.__setitem__(slice(4, 8), b"\xd1\xd3\x39\x65"))
 
 
 def wrong_length_prefix(table: Copy) -> str:
+    """The first DV blob's length prefix one more than its magic and bitmap (CRC
+    recomputed)."""
+
     def change(blob: bytearray) -> None:
         blob[:4] = struct.pack(">I", len(blob) - 7)
 
@@ -229,12 +105,14 @@ def garbled_bitmap(table: Copy) -> str:
 
 
 def truncate_puffin(table: Copy) -> str:
+    """The Puffin file of the first DV cut in half (no footer left)."""
     path = str(dv(table)["file_path"])
     truncate(path)
     return path
 
 
 def wrong_puffin_magic(table: Copy) -> str:
+    """The Puffin file of the first DV starts with `PFA2` instead of `PFA1`."""
     path = str(dv(table)["file_path"])
     patch(path, 0, b"PFA2")
     return path
@@ -366,6 +244,8 @@ def second_dv(table: Copy) -> str:
 
 
 def delete_file(content: int, file_format: str | None = None) -> Callable[[Copy], str]:
+    """A damage that deletes the first live file of the kind (a lost object)."""
+
     def damage(table: Copy) -> str:
         path = str(table.entries(content, file_format)[0][1]["file_path"])
         local(path).unlink()
@@ -375,6 +255,8 @@ def delete_file(content: int, file_format: str | None = None) -> Callable[[Copy]
 
 
 def truncate_file(content: int) -> Callable[[Copy], str]:
+    """A damage that cuts the first live file of the kind in half."""
+
     def damage(table: Copy) -> str:
         path = str(table.entries(content)[0][1]["file_path"])
         truncate(path)
@@ -391,6 +273,8 @@ def zero_parquet_footer(table: Copy) -> str:
 
 
 def entry_field(content: int, field: str, change: Callable[[Any], Any]) -> Callable[[Copy], str]:
+    """A damage that rewrites `field` of the first live entry of the kind in its manifest."""
+
     def damage(table: Copy) -> str:
         entry = table.edit(content, None, lambda e: e.__setitem__(field, change(e[field])))
         return str(entry["file_path"])
@@ -399,6 +283,7 @@ def entry_field(content: int, field: str, change: Callable[[Any], Any]) -> Calla
 
 
 def list_data_file_twice(table: Copy) -> str:
+    """The first data file's entry written twice in its manifest."""
     manifest, target = table.entries(DATA)[0]
 
     def edit(entries: list[Entry]) -> list[Entry]:
@@ -435,10 +320,13 @@ def rewrite_position_deletes(table: Copy, change: Callable[[pa.Table], pa.Table]
 
 
 def unsorted_position_deletes(table: Copy) -> str:
+    """A position delete file rewritten in reverse (file_path, pos) order."""
     return rewrite_position_deletes(table, lambda rows: rows.take(list(range(rows.num_rows))[::-1]))
 
 
 def position_past_the_end(table: Copy) -> str:
+    """A position delete file whose last position is 10000, past its data file's rows."""
+
     def change(rows: pa.Table) -> pa.Table:
         pos = rows.column("pos").to_pylist()
         pos[-1] = 10_000
@@ -457,6 +345,7 @@ def other_referenced_file(table: Copy) -> str:
 
 
 def truncate_delete_manifest(table: Copy) -> str:
+    """The current snapshot's delete manifest cut in half."""
     table_ = table.table()
     manifests = table_.current_snapshot().manifests(table_.io)
     path = next(m.manifest_path for m in manifests if m.content.value == 1)
@@ -465,6 +354,7 @@ def truncate_delete_manifest(table: Copy) -> str:
 
 
 def truncate_manifest_list(table: Copy) -> str:
+    """The current snapshot's manifest list cut in half."""
     path = str(table.table().current_snapshot().manifest_list)
     truncate(path)
     return path
@@ -579,13 +469,3 @@ DAMAGES: dict[str, Damage] = {
         "v2_equality", entry_field(EQUALITY, "equality_ids", lambda _: None), "equality-ids-missing"
     ),
 }
-
-
-def writable_copy(session: JvmSession, entry: dict[str, Any], dst: Path) -> Copy:
-    """A writable copy of a fixture table (tests/reference/iceberg_tables.copy_table)."""
-    from tests.reference.iceberg_tables import copy_table
-
-    if dst.exists():
-        shutil.rmtree(dst)
-    copy_table(session, entry, dst)
-    return Copy(dst, session)

@@ -16,17 +16,27 @@ damage shows, each problem naming the damaged file, and never raises.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.table import StaticTable
 
+from dvtool.iceberg import verify_deletes, verify_dvs
+from dvtool.iceberg.delete_index import DeleteContent, DeleteFileEntry
 from dvtool.iceberg.verify import PROBLEM_KINDS, IcebergVerifyReport, verify_snapshot, verify_total
+from dvtool.iceberg.verify_deletes import check_position_delete_file, field_ids
 from tests.engines.jvm_engines import JvmSession
-from tests.iceberg.damaged_tables import DAMAGES, Copy, restored, writable_copy
+from tests.iceberg.damaged_tables import DAMAGES
+from tests.iceberg.table_edits import Copy, restored, writable_copy
 from tests.reference.iceberg_tables import SPECS
 
 
@@ -46,6 +56,17 @@ def pyiceberg_counts(table: StaticTable, snapshot: Any) -> tuple[int, int, int]:
     return counts[0], counts[1], counts[2]
 
 
+def verify_both_ways(table: StaticTable, snapshot: Any) -> IcebergVerifyReport:
+    """Verify with Puffin files read whole (small files) and blob by blob (large ones):
+    the same problems either way."""
+    report = verify_snapshot(table.metadata, snapshot, table.io)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(verify_dvs, "WHOLE_FILE_BYTES", 0)
+        by_blob = verify_snapshot(table.metadata, snapshot, table.io)
+    assert by_blob == report
+    return report
+
+
 def check_json(report: IcebergVerifyReport) -> None:
     document = json.loads(json.dumps(report.to_json()))
     assert document["ok"] is report.ok
@@ -61,6 +82,7 @@ def test_every_snapshot_of_a_spark_written_table_verifies(
         advanced: list[int] = []
         report = verify_snapshot(table.metadata, snapshot, table.io, advanced.append)
         assert report.problems == [], f"snapshot {snapshot.snapshot_id}"
+        assert verify_both_ways(table, snapshot) == report
         counts = pyiceberg_counts(table, snapshot)
         assert (report.files_checked, report.delete_files_checked, report.dvs_checked) == counts
         assert sum(advanced) == verify_total(snapshot) == sum(counts)
@@ -101,7 +123,7 @@ def verify_damaged(table: Copy, damage: Callable[[Copy], str]) -> tuple[str, Ice
     with restored(table.root):
         damaged = damage(table)
         loaded = table.table()
-        return damaged, verify_snapshot(loaded.metadata, loaded.current_snapshot(), loaded.io)
+        return damaged, verify_both_ways(loaded, loaded.current_snapshot())
 
 
 @pytest.mark.parametrize("name", list(DAMAGES))
@@ -125,3 +147,55 @@ def test_a_duckdb_bare_blob_dv_is_named_for_what_it_is(copies: Callable[[str], C
     assert problem.delete_file == damaged
     assert "no Puffin container (no PFA1 magic, no footer)" in problem.message
     assert "DuckDB" in problem.message
+
+
+# -- position delete files, streamed in batches (no engine) ----------------------------------
+
+POSITION_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": b"2147483546"}),
+        pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"}),
+    ]
+)
+PATHS = ("s3://b/t/data/a.parquet", "s3://b/t/data/b.parquet", "s3://b/t/data/c.parquet")
+
+
+def position_delete_file(path: Path, rows: list[tuple[str, int]]) -> DeleteFileEntry:
+    columns = {"file_path": [r[0] for r in rows], "pos": [r[1] for r in rows]}
+    pq.write_table(pa.table(columns, schema=POSITION_SCHEMA), path, row_group_size=4)
+    size = path.stat().st_size
+    return DeleteFileEntry(str(path), DeleteContent.POSITION, 0, (), 1, len(rows), size)
+
+
+@settings(max_examples=40)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(PATHS), st.integers(0, 6)), min_size=1, max_size=12),
+    counts=st.tuples(*(st.integers(1, 7) for _ in PATHS)),
+)
+def test_order_and_positions_are_checked_across_batches(
+    rows: list[tuple[str, int]], counts: tuple[int, ...]
+) -> None:
+    """Batches of 3 rows: the first row out of (file_path, pos) order and every data file
+    with a position past its record count are found, as sorting the rows in Python says."""
+    records = dict(zip(PATHS, counts, strict=True))
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(verify_deletes, "BATCH_ROWS", 3)
+        entry = position_delete_file(Path(folder) / "deletes.parquet", rows)
+        problems = check_position_delete_file(PyArrowFileIO(), entry, "PARQUET", records)
+    out_of_order = [i + 1 for i in range(len(rows) - 1) if rows[i] > rows[i + 1]]
+    unsorted = [p for p in problems if p.kind == "position-delete-unsorted"]
+    assert len(unsorted) == bool(out_of_order)
+    if out_of_order:
+        assert f"row {out_of_order[0]} (from 0) {rows[out_of_order[0]]}" in unsorted[0].message
+    past = {p.data_file for p in problems if p.kind == "position-delete-row-index"}
+    assert past == {path for path, pos in rows if pos >= records[path]}
+    assert {p.kind for p in problems} <= {"position-delete-unsorted", "position-delete-row-index"}
+
+
+def test_field_ids_are_found_in_nested_columns() -> None:
+    inner = pa.field("x", pa.int64(), metadata={b"PARQUET:field_id": b"7"})
+    outer = pa.field("s", pa.struct([inner]), metadata={b"PARQUET:field_id": b"6"})
+    listed = pa.field(
+        "l", pa.list_(pa.field("e", pa.string(), metadata={b"PARQUET:field_id": b"9"}))
+    )
+    assert field_ids(pa.schema([outer, listed])) == {6: "s", 7: "s", 9: "l"}
