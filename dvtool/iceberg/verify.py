@@ -125,6 +125,8 @@ PROBLEM_KINDS = (
 """Every kind an `IcebergProblem` may have, as the module docstring describes them."""
 
 Progress = Callable[[int], None]
+Task = tuple[int, Callable[[], list[IcebergProblem]]]
+"""IO-bound work: the manifest entries it checks, and the check."""
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,7 @@ def verify_snapshot(
     problems += _equality_ids(metadata, snapshot, listing)
     tasks = _tasks(io, listing)
 
-    def run(task: tuple[int, Callable[[], list[IcebergProblem]]]) -> list[IcebergProblem]:
+    def run(task: Task) -> list[IcebergProblem]:
         found = task[1]()
         if progress:
             progress(task[0])
@@ -325,9 +327,6 @@ def _fields(schema: Any) -> list[Any]:
     from pyiceberg.schema import index_by_id
 
     return list(index_by_id(schema).values())
-
-
-Task = tuple[int, Callable[[], list[IcebergProblem]]]
 
 
 def _tasks(io: FileIO, listing: _Listing) -> list[Task]:
