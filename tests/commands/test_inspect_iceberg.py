@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
 from dvtool.table import detect_format
@@ -58,7 +57,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         )
         for lo in (0, 10, 20):
             table.append(_rows(lo, lo + 10))
-        table.delete(EqualTo("cat", "b"))
+        table.delete("cat = 'b'")
         tables[f"v{version}"] = catalog.load_table(f"db.v{version}")
     return {"folder": folder, "tables": tables}
 
