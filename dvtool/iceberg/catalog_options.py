@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dvtool.errors import UsageError
-from dvtool.storage.storage_option_keys import RULES, UNSET, ArgumentPath, rule_for
+from dvtool.storage.storage_option_keys import RULES, UNSET, ArgumentPath, OptionRule, rule_for
 
 _VIRTUAL_ADDRESSING = "s3.force-virtual-addressing"
 # (fsspec protocol, backend argument) -> pyiceberg FileIO property.
@@ -52,27 +52,45 @@ def _property_value(name: str, value: object) -> str:
 
 def catalog_properties(options: Mapping[str, str]) -> dict[str, str]:
     """The pyiceberg FileIO properties the storage options set; UsageError for a key that
-    is neither pyiceberg's nor one of README's keys with a pyiceberg equivalent."""
+    is neither pyiceberg's nor one of README's keys with a pyiceberg equivalent (a key
+    several backends know sets each one's property that pyiceberg has)."""
     properties: dict[str, str] = {}
     for key, value in options.items():
         if "." in key:
             properties[key] = value
-            continue
-        found = [(p, rule) for p in RULES if (rule := rule_for(p, key)) is not None]
-        if not found:
-            raise _unknown(key)
-        for protocol, rule in found:
-            if rule.refused is not None:
-                raise UsageError(f"--storage-option {key}: {rule.meaning}", hint=rule.refused)
-            if rule.target is None:
-                continue  # accepted and ignored, as for Delta tables
-            name = _PROPERTY.get((protocol, rule.target))
-            if name is None:
-                raise _unknown(key)
-            converted = rule.convert(key, value, f"{protocol} catalog")
-            if converted is not UNSET:
-                properties[name] = _property_value(name, converted)
+        else:
+            properties.update(_mapped(key, value))
     return properties
+
+
+def _mapped(key: str, value: str) -> dict[str, str]:
+    found = [(p, rule) for p in RULES if (rule := rule_for(p, key)) is not None]
+    mapped: dict[str, str] = {}
+    ignored = False
+    for protocol, rule in found:
+        if rule.refused is not None:
+            raise UsageError(f"--storage-option {key}: {rule.meaning}", hint=rule.refused)
+        if rule.target is None:
+            ignored = True  # accepted and ignored, as for Delta tables
+            continue
+        name = _PROPERTY.get((protocol, rule.target))
+        if name is None:
+            continue
+        converted = rule.convert(key, value, f"{protocol} catalog")
+        if converted is not UNSET:
+            mapped[name] = _property_value(name, converted)
+    if not mapped and not ignored and not _known_unset(found, key, value):
+        raise _unknown(key)
+    return mapped
+
+
+def _known_unset(found: list[tuple[str, OptionRule]], key: str, value: str) -> bool:
+    """Whether a key some backend maps says "set nothing" (`anon=false`)."""
+    return any(
+        _PROPERTY.get((p, r.target)) is not None and r.convert(key, value, p) is UNSET
+        for p, r in found
+        if r.target is not None
+    )
 
 
 def _unknown(key: str) -> UsageError:
