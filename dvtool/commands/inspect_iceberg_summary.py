@@ -67,12 +67,13 @@ def snapshot_deletes(
     table: IcebergTable, snapshot: Snapshot | None, count_rows: bool
 ) -> SnapshotDeletes:
     """Read the snapshot's manifests and count the rows its deletes delete."""
-    from dvtool.iceberg.deleted_rows import exact_position_deletes
+    from dvtool.iceberg.deleted_rows import exact_position_deletes, read_errors
     from dvtool.iceberg.snapshot_files import live_files, unpartitioned_specs
 
     if snapshot is None:
         return SnapshotDeletes([], [], [], {}, True, [])
-    data, deletes = live_files(table.metadata, snapshot, table.io)
+    with read_errors(snapshot.manifest_list):
+        data, deletes = live_files(table.metadata, snapshot, table.io)
     index = DeleteIndex(deletes, unpartitioned_specs(table.metadata))
     applied = [(d, index.for_data_file(d)) for d in data]
     deleted = exact_position_deletes(applied, table.io)

@@ -39,7 +39,8 @@ Applied = Sequence[tuple[DataFileEntry, AppliedDeletes]]
 
 @contextmanager
 def read_errors(location: str) -> Iterator[None]:
-    """pyiceberg's and pyarrow's IO errors as dvtool's (missing file, storage, damage)."""
+    """pyiceberg's and pyarrow's IO errors as dvtool's (missing file, storage, damage):
+    a catalog's FileIO raises Python's; dvtool's own FileIO raises dvtool's already."""
     import pyarrow as pa
 
     try:
@@ -50,6 +51,8 @@ def read_errors(location: str) -> Iterator[None]:
         raise FileMissingError(location) from None
     except pa.ArrowInvalid as e:
         raise DataFileError(f"{location} is not a readable Parquet file: {e}") from None
+    except EOFError:
+        raise DataFileError(f"{location} is truncated") from None
     except OSError as e:
         raise StorageError(f"reading {location} failed: {e}") from None
 

@@ -123,13 +123,21 @@ def current_metadata_location(storage: Storage) -> str:
 def parse_metadata(data: bytes, location: str) -> TableMetadata:
     """Table metadata from a metadata file's bytes (gzip-compressed ones too)."""
     from pydantic import ValidationError
+    from pyiceberg.exceptions import ValidationError as IcebergValidationError
     from pyiceberg.table.metadata import TableMetadataUtil
 
     try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
         return TableMetadataUtil.parse_raw(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, ValidationError) as e:
+    except (
+        OSError,
+        EOFError,
+        UnicodeDecodeError,
+        ValueError,
+        ValidationError,
+        IcebergValidationError,
+    ) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise IcebergMetadataError(f"{location} is not Iceberg table metadata: {first}") from e
 
@@ -153,7 +161,33 @@ def open_from_catalog(catalog: str, identifier: str, options: dict[str, str]) ->
             f"no table {identifier} in catalog {catalog}: {e}",
             hint=f"List the catalog's tables with pyiceberg: pyiceberg --catalog {catalog} list",
         ) from None
+    except _catalog_failures() as e:
+        raise _catalog_error(catalog, e) from None
     return IcebergTable(table.metadata, str(table.metadata_location), table.io, identifier)
+
+
+def _catalog_failures() -> tuple[type[BaseException], ...]:
+    """What a catalog raises when it cannot be reached or refuses us: pyiceberg's REST
+    errors, network and file errors (OSError, which requests' errors are), and the SQL
+    catalog's database errors when SQLAlchemy is in use."""
+    import sys
+
+    from pyiceberg.exceptions import NotInstalledError, RESTError
+
+    failures: list[type[BaseException]] = [RESTError, OSError, NotInstalledError]
+    sqlalchemy = sys.modules.get("sqlalchemy.exc")
+    if sqlalchemy is not None:
+        failures.append(sqlalchemy.SQLAlchemyError)
+    return tuple(failures)
+
+
+def _catalog_error(catalog: str, error: BaseException) -> StorageError:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return StorageError(
+        f"Iceberg catalog {catalog!r} failed: {type(error).__name__}: {first}",
+        hint="Check the catalog's URI, credentials and network (pyiceberg's configuration: "
+        "~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*).",
+    )
 
 
 def _load_catalog(name: str, properties: dict[str, str]) -> Any:
@@ -163,6 +197,8 @@ def _load_catalog(name: str, properties: dict[str, str]) -> Any:
 
     try:
         return load_catalog(name, **properties)
+    except _catalog_failures() as e:
+        raise _catalog_error(name, e) from None
     except (ValueError, KeyError, NotImplementedError) as e:
         raise UsageError(
             f"cannot load Iceberg catalog {name!r}: {e}",

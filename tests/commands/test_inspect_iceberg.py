@@ -13,6 +13,7 @@ the `iceberg` extra).
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 import os
 import subprocess
@@ -254,6 +255,13 @@ def test_catalog_errors(written: dict[str, Any], monkeypatch: pytest.MonkeyPatch
     assert unknown.exit_code == 2 and "cannot load Iceberg catalog" in unknown.stderr
     option = run("inspect", "--catalog", "fx", "db.v1", "--storage-option", "nonsense=1")
     assert option.exit_code == 2 and "nonsense" in option.stderr
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    monkeypatch.setenv("PYICEBERG_CATALOG__BROKEN__URI", "sqlite:////no/such/folder/c.db")
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
+    broken = run("inspect", "--catalog", "broken", "db.v1")
+    assert broken.exit_code == 8 and "Iceberg catalog 'broken' failed" in broken.stderr
 
 
 def test_without_pyiceberg_the_error_names_the_extra(
@@ -267,3 +275,19 @@ def test_without_pyiceberg_the_error_names_the_extra(
         "error: reading Iceberg tables needs pyiceberg, which is not installed",
         "Install dvtool's iceberg extra: pip install 'dvtool[iceberg]'",
     ]
+
+
+def test_a_gzipped_metadata_file_anywhere(written: dict[str, Any], tmp_path: Path) -> None:
+    """`NNNNN-uuid.gz.metadata.json` (write.metadata.compression-codec=gzip) opened by path,
+    from another folder (the files it names are absolute)."""
+    table = written["tables"]["v2"]
+    source = Path(table.metadata_location.removeprefix("file://"))
+    copy = tmp_path / source.name.replace(".metadata.json", ".gz.metadata.json")
+    copy.write_bytes(gzip.compress(source.read_bytes()))
+    doc = _json("inspect", copy)
+    assert doc["metadata_location"] == str(copy)
+    assert doc["logical_rows"] == _figures_of(table)["logical_rows"]
+    damaged = tmp_path / "00009-x.metadata.json"
+    damaged.write_text('{"format-version": 2}')
+    result = run("inspect", damaged)
+    assert result.exit_code == 6 and "is not Iceberg table metadata" in result.stderr
