@@ -291,3 +291,26 @@ def test_a_gzipped_metadata_file_anywhere(written: dict[str, Any], tmp_path: Pat
     damaged.write_text('{"format-version": 2}')
     result = run("inspect", damaged)
     assert result.exit_code == 6 and "is not Iceberg table metadata" in result.stderr
+
+
+def test_time_travel_follows_the_snapshot_log_across_a_rollback(written: dict[str, Any]) -> None:
+    """After a rollback the snapshot current at a time is not the newest one made before it:
+    time travel reads the snapshot log (pyiceberg's `snapshot_as_of_timestamp` is the
+    oracle), and the history marks the rolled-back snapshot as out of the lineage."""
+    catalog = _catalog(written["folder"])
+    table = catalog.create_table("db.rolled", SCHEMA)
+    table.append(_rows(0, 5))
+    table.append(_rows(5, 10))
+    first, second = table.snapshots()
+    table.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+    table = catalog.load_table("db.rolled")
+    log = table.metadata.snapshot_log
+    assert [e.snapshot_id for e in log][-1] == first.snapshot_id
+    when = dt.datetime.fromtimestamp(log[-1].timestamp_ms / 1000, dt.timezone.utc)
+    doc = _json("inspect", _location(table), "--timestamp", when.isoformat())
+    oracle = table.snapshot_as_of_timestamp(log[-1].timestamp_ms)
+    assert oracle is not None and doc["snapshot_id"] == oracle.snapshot_id == first.snapshot_id
+    history = _json("inspect", _location(table), "--history")["history"]
+    lineage = {h["snapshot_id"]: h["in_current_lineage"] for h in history}
+    assert lineage == {first.snapshot_id: True, second.snapshot_id: False}
+    assert doc["logical_rows"] == table.scan().to_arrow().num_rows
