@@ -66,14 +66,23 @@ def open_parquet(io: FileIO, location: str) -> Any:
 
 
 def position_bitmaps(applied: Applied, io: FileIO) -> dict[str, BitMap64]:
-    """The positions the position delete files delete, per data file they apply to."""
+    """The positions the position delete files delete, per data file they apply to (the
+    delete files read on the IO threads, each once)."""
     wanted: dict[str, set[str]] = {}
     for data, deletes in applied:
         for delete in deletes.position:
             wanted.setdefault(delete.path, set()).add(data.path)
+    from dvtool.io_pool import map_io
+
+    def read(item: tuple[str, set[str]]) -> dict[str, BitMap64]:
+        found: dict[str, BitMap64] = {}
+        for data_path, positions in read_positions(io, *item):
+            found.setdefault(data_path, BitMap64()).update(positions)
+        return found
+
     bitmaps: dict[str, BitMap64] = {}
-    for delete_path, data_paths in wanted.items():
-        for data_path, positions in read_positions(io, delete_path, data_paths):
+    for found in map_io(read, list(wanted.items())):
+        for data_path, positions in found.items():
             bitmaps.setdefault(data_path, BitMap64()).update(positions)
     return bitmaps
 
