@@ -1,6 +1,7 @@
 """Options and parameter types the `dvtool` subcommands share.
 
-`table_options` opens the table (TABLE plus `--storage-option`), `engine_options` turns
+`table_options` opens the table (TABLE plus `--storage-option`), `any_table_options` a
+Delta or Iceberg one (plus `--catalog`), `engine_options` turns
 `--engine` and the Spark options into an engine factory, `TimestampParam` and `SizeParam`
 convert ISO timestamps and byte sizes; `json_option` and `limit_option` are the output flags.
 """
@@ -135,6 +136,30 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapped = storage_options_option(opened)
     # A Path completes as a local path in every shell; URIs (s3://...) pass unchanged.
+    return click.argument("table", type=click.Path())(wrapped)
+
+
+def any_table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """TABLE, `--storage-option` and `--catalog` for a command that reads Delta and Iceberg
+    tables; the command receives the opened `table` (`dvtool.table.open_table`: a Delta log
+    or an Iceberg table). The format is detected without importing Iceberg's libraries."""
+
+    @functools.wraps(fn)
+    def opened(
+        *args: Any, table: str, storage_options: Sequence[str], catalog: str | None, **kwargs: Any
+    ) -> Any:
+        from dvtool.table import open_table
+
+        click.get_current_context().meta[TABLE_META] = table
+        options = parse_storage_options(storage_options)
+        return fn(*args, table=open_table(table, options, catalog), **kwargs)
+
+    wrapped = click.option(
+        "--catalog",
+        metavar="NAME",
+        help="Open TABLE (namespace.table) through this Iceberg catalog, configured as "
+        "pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__*).",
+    )(storage_options_option(opened))
     return click.argument("table", type=click.Path())(wrapped)
 
 

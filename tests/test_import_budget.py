@@ -50,6 +50,10 @@ NEVER = frozenset(
         # module, pyarrow._acero, which imports neither (dvtool.predicate.arrow).
         "pyarrow.dataset",
         "pyarrow.acero",
+        # Iceberg's library (and its pydantic models): only an Iceberg table needs them;
+        # detecting a Delta table (dvtool.table) imports neither.
+        "pyiceberg",
+        "pydantic",
     }
 )
 # `dvtool --help`: click renders it from the command definitions; no table is opened.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -11,6 +12,7 @@ from dvtool.cli_options import (
     EngineFactory,
     HistoryParam,
     TimestampParam,
+    any_table_options,
     engine_options,
     json_option,
     limit_option,
@@ -20,13 +22,25 @@ from dvtool.cli_options import (
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
+    from dvtool.commands.inspect.command import InspectRequest
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.iceberg.tables import IcebergTable
+    from dvtool.render.renderer import Renderer
 
 
 @click.command()
-@table_options
-@click.option("--version", "version", type=click.IntRange(min=0), help="Read this version.")
-@click.option("--timestamp", type=TimestampParam(), help="Read the version as of this time.")
+@any_table_options
+@click.option(
+    "--version",
+    "version",
+    type=click.IntRange(min=0),
+    help="Read this version (Iceberg: this snapshot id).",
+)
+@click.option(
+    "--timestamp",
+    type=TimestampParam(),
+    help="Read the version as of this time (Iceberg: the snapshot current then).",
+)
 @click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
 @click.option(
     "--history",
@@ -52,17 +66,19 @@ if TYPE_CHECKING:
     "max-small-files (files below the compaction target size, delta.targetFileSize or "
     "256 MiB), max-log-files (commits a reader replays after the newest checkpoint; a "
     "checkpoint resets it). min-avg-file-size=SIZE (256MB, 1GiB) holds when the average "
-    "file size is at least SIZE.",
+    "file size is at least SIZE. Iceberg tables also: max-delete-files-per-data-file, "
+    "max-equality-delete-files, max-dangling-deletes.",
 )
 @click.option(
     "--count-rows",
     is_flag=True,
-    help="Read parquet footers of files whose stats lack numRecords, for exact row counts.",
+    help="Read parquet footers of files whose stats lack numRecords, for exact row counts "
+    "(Iceberg: apply equality deletes).",
 )
 @json_option
 @limit_option
 def inspect(
-    log: DeltaLog,
+    table: DeltaLog | IcebergTable,
     version: int | None,
     timestamp: int | None,
     files: bool,
@@ -73,8 +89,9 @@ def inspect(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Show a table, its files, its deletion vectors and their health."""
+    """Show a table (Delta or Iceberg), its files, its deletes and their health."""
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.render.renderer import Renderer
 
     request = InspectRequest(
@@ -83,14 +100,30 @@ def inspect(
         files=files,
         history=history,
         verify=verify,
-        checks=tuple(parse_check(c) for c in checks),
         count_rows=count_rows,
         files_limit=None if as_json else limit,
     )
     renderer = Renderer(as_json, limit=limit)
+    if not isinstance(table, DeltaLog):
+        _inspect_iceberg(table, request, checks, renderer)
+        return
+    request = replace(request, checks=tuple(parse_check(c) for c in checks))
     with renderer.progress("verifying") as progress:
-        result = run_inspect(log, request, progress)
+        result = run_inspect(table, request, progress)
     renderer.inspect(result)
+    click.get_current_context().exit(result.exit_code)
+
+
+def _inspect_iceberg(
+    table: IcebergTable, request: InspectRequest, checks: Sequence[str], renderer: Renderer
+) -> None:
+    from dvtool.commands.inspect.iceberg import run_inspect_iceberg
+    from dvtool.commands.inspect.iceberg_checks import parse_iceberg_check
+
+    request = replace(request, checks=tuple(parse_iceberg_check(c) for c in checks))
+    with renderer.progress("verifying") as progress:
+        result = run_inspect_iceberg(table, request, progress)
+    renderer.inspect_iceberg(result)
     click.get_current_context().exit(result.exit_code)
 
 
@@ -100,8 +133,10 @@ def _complete_checks(incomplete: str) -> list[CompletionItem]:
     from click.shell_completion import CompletionItem
 
     from dvtool.commands.inspect.checks import CHECK_NAMES
+    from dvtool.commands.inspect.iceberg_checks import ICEBERG_ONLY_CHECK_NAMES
 
-    return [CompletionItem(f"{name}=") for name in CHECK_NAMES if name.startswith(incomplete)]
+    names = sorted({*CHECK_NAMES, *ICEBERG_ONLY_CHECK_NAMES})
+    return [CompletionItem(f"{name}=") for name in names if name.startswith(incomplete)]
 
 
 @click.command("generate-manifest")

@@ -2,10 +2,10 @@
 
 A Puffin file is read once for all its DVs: a HEAD for its size, then the whole file when
 it is small (`WHOLE_FILE_BYTES`), else its first bytes, the 12-byte trailer, the footer
-(`dvtool.iceberg.puffin`) and each blob by range. Each DV's blob is then read at
+(`dvtool.deletion_vectors.puffin`) and each blob by range. Each DV's blob is then read at
 the manifest's `content_offset` / `content_size_in_bytes` (where Iceberg's readers read
 it) and checked against the footer's entry for it, the framing of the blob (length prefix,
-magic `D1 D3 39 64`, CRC-32; the codec of `dvtool.core.deletion_vector`), its `cardinality`
+magic `D1 D3 39 64`, CRC-32; the codec of `dvtool.deletion_vectors.codec`), its `cardinality`
 property, the manifest's `record_count` and the row count of the data file it deletes from.
 
 A file that is a bare `deletion-vector-v1` blob (its bytes 4..8 are the DV magic, and there
@@ -21,17 +21,8 @@ from collections.abc import Mapping, Sequence
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
-from dvtool.core.deletion_vector import ENTRY_OVERHEAD, decode_dv_entry
-from dvtool.errors import (
-    DeletionVectorError,
-    DVChecksumError,
-    DVEncodingError,
-    DVMagicError,
-    DVRangeError,
-    DVSizeMismatchError,
-)
-from dvtool.iceberg.delete_index import DeleteFileEntry
-from dvtool.iceberg.puffin import (
+from dvtool.deletion_vectors.codec import ENTRY_OVERHEAD, decode_dv_entry
+from dvtool.deletion_vectors.puffin import (
     CARDINALITY,
     DV_BLOB_TYPE,
     FOOTER_TRAILER,
@@ -43,6 +34,15 @@ from dvtool.iceberg.puffin import (
     footer_length,
     parse_footer,
 )
+from dvtool.errors import (
+    DeletionVectorError,
+    DVChecksumError,
+    DVEncodingError,
+    DVMagicError,
+    DVRangeError,
+    DVSizeMismatchError,
+)
+from dvtool.iceberg.delete_index import DeleteFileEntry
 from dvtool.iceberg.verify_files import (
     READ_ERRORS,
     FileRef,

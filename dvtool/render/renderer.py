@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.downgrade.command import DowngradeResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
+    from dvtool.commands.inspect.iceberg import IcebergInspectResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.manifest import ManifestResult
@@ -51,6 +52,11 @@ class Renderer(Output):
             view.print_verify(self, result.verify)
         if result.checks is not None:
             view.print_checks(self, result.checks)
+
+    def inspect_iceberg(self, result: IcebergInspectResult) -> None:
+        from dvtool.render import inspect_iceberg as view
+
+        view.show(self, result)
 
     # -- the other commands (their views: rewrites, restore, log, maintain) --------------------
 

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from dvtool.iceberg.puffin import build_puffin, dv_blob_metadata, encode_dv_blob
+from dvtool.deletion_vectors.puffin import build_puffin, dv_blob_metadata, encode_dv_blob
 from tests.iceberg.table_edits import (
     DATA,
     DELETED,

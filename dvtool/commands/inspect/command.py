@@ -373,7 +373,7 @@ class InspectResult(CommandResult):
         return 0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.summary.to_json() if self.summary else {}
+        out: dict[str, Any] = {"format": "delta", **self.summary.to_json()} if self.summary else {}
         if self.files is not None:
             out["files"] = [f.to_json() for f in self.files]
         if self.history is not None:

@@ -1,0 +1,86 @@
+"""Which table format a location holds: Delta (`_delta_log/`) or Iceberg (`metadata/`).
+
+Detection is cheap and imports nothing of Iceberg (no pyiceberg, no pyarrow), so that a
+Delta command starts as fast as before it could open Iceberg tables
+(scripts/bench_startup.py, tests/test_import_budget.py): a location that names a
+`*.metadata.json` is Iceberg without any IO; otherwise one stat of `_delta_log/` decides
+for Delta, and only when it is absent is `metadata/` listed. A location that is neither
+gives Delta's not-found error (exit 5), which says why (a file, no such directory, no
+commits), with a hint naming both formats.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from dvtool.errors import TableNotFoundError
+from dvtool.storage.table_storage import Storage
+
+if TYPE_CHECKING:
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.iceberg.tables import IcebergTable
+
+Format = Literal["delta", "iceberg"]
+
+DELTA_LOG = "_delta_log"
+ICEBERG_METADATA = "metadata"
+METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz")
+NOT_FOUND_HINT = (
+    "Check the table path: a Delta table's directory (holding _delta_log), an Iceberg "
+    "table's (holding metadata/) or its *.metadata.json, or give --catalog NAME."
+)
+
+
+def is_metadata_file(location: str) -> bool:
+    """Whether `location` names an Iceberg table metadata file."""
+    return location.rstrip("/").endswith(METADATA_SUFFIXES)
+
+
+def format_at(storage: Storage) -> Format:
+    """The format of the table at `storage`'s root; TableNotFoundError when neither."""
+    if is_metadata_file(storage.root):
+        return "iceberg"
+    if storage.is_dir(storage.join(DELTA_LOG)):
+        return "delta"
+    listing = storage.list_dir(storage.join(ICEBERG_METADATA))
+    if any(is_metadata_file(info.name) for info in listing):
+        return "iceberg"
+    _raise_not_found(storage)
+    raise AssertionError("unreachable")
+
+
+def _raise_not_found(storage: Storage) -> None:
+    """Delta's own not-found error (which says why), with the hint naming both formats."""
+    from dvtool.delta.log.reader import DeltaLog
+
+    try:
+        DeltaLog(storage).list_files()
+    except TableNotFoundError as e:
+        raise TableNotFoundError(e.message, hint=NOT_FOUND_HINT) from None
+    # `_delta_log` appeared between the stat and the listing: still no table we can name.
+    raise TableNotFoundError(f"no Delta or Iceberg table at {storage.root}", hint=NOT_FOUND_HINT)
+
+
+def detect_format(location: str, storage_options: dict[str, str] | None = None) -> Format:
+    """The format of the table at `location` (a path or URI) with its storage options;
+    TableNotFoundError when neither (`format_at` for a Storage already opened)."""
+    return format_at(Storage.for_table(location, storage_options))
+
+
+def open_table(
+    location: str, storage_options: dict[str, str] | None = None, catalog: str | None = None
+) -> DeltaLog | IcebergTable:
+    """The table at `location` in its format: a Delta log, or an opened Iceberg table
+    (with `catalog`, `location` is the catalog's `namespace.table`)."""
+    if catalog is not None:
+        from dvtool.iceberg.tables import open_iceberg
+
+        return open_iceberg(location, storage_options, catalog)
+    storage = Storage.for_table(location, storage_options)
+    if format_at(storage) == "iceberg":
+        from dvtool.iceberg.tables import open_at
+
+        return open_at(storage)
+    from dvtool.delta.log.reader import DeltaLog
+
+    return DeltaLog(storage)
