@@ -1,10 +1,12 @@
-"""dvtool: maintenance for Delta Lake tables with deletion vectors.
+"""dvtool: maintenance for merge-on-read tables: Delta Lake with deletion vectors, and Apache
+Iceberg (inspect and verify).
 
 The command line is `dvtool` (or `python -m dvtool`). The Python API (`dvtool.api`, loaded on
 first use so that `import dvtool` stays cheap and starts nothing):
 
 - `dvtool.inspect(table, *, version=None, timestamp=None, files=False, history=None,
-  verify=False, checks=None, count_rows=False, storage_options=None) -> InspectResult`
+  verify=False, checks=None, count_rows=False, storage_options=None, catalog=None)
+  -> InspectResult` (an Iceberg table: `IcebergInspectResult`)
 - `dvtool.enable(table, *, storage_options=None) -> EnableResult`
 - `dvtool.delete(table, where, *, mode="auto", dry_run=False, spark=None,
   storage_options=None) -> DeleteResult`
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from dvtool.commands.delete.command import DeleteResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
+    from dvtool.commands.inspect.iceberg import IcebergInspectResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.optimize.command import OptimizeResult
@@ -60,6 +63,7 @@ __all__ = [
     "DeleteResult",
     "DvtoolError",
     "EnableResult",
+    "IcebergInspectResult",
     "InspectResult",
     "LogCleanupResult",
     "MaintainResult",
@@ -93,6 +97,7 @@ _HOMES = {
     "DeleteResult": "dvtool.commands.delete.command",
     "EnableResult": "dvtool.commands.enable",
     "InspectResult": "dvtool.commands.inspect.command",
+    "IcebergInspectResult": "dvtool.commands.inspect.iceberg",
     "LogCleanupResult": "dvtool.commands.log_cleanup",
     "MaintainResult": "dvtool.commands.maintain.command",
     "OptimizeResult": "dvtool.commands.optimize.command",

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dvtool import interrupts
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from dvtool.commands.delete.command import DeleteResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
+    from dvtool.commands.inspect.iceberg import IcebergInspectResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.optimize.command import OptimizeResult
@@ -81,16 +83,23 @@ def inspect(
     checks: Mapping[str, float] | None = None,
     count_rows: bool = False,
     storage_options: Mapping[str, str] | None = None,
-) -> InspectResult:
+    catalog: str | None = None,
+) -> InspectResult | IcebergInspectResult:
     """The table's summary (and its files, history, verification, gates); `dvtool inspect`.
 
-    `version` or `timestamp` (an aware datetime; naive means UTC) time-travel. `files` lists
-    every live file, `history` the last N commits, `verify` reads every data file footer and
-    DV, `checks` are the `--check` gates (`{"max-deleted-ratio": 0.2}`), `count_rows` reads
-    footers of files without `numRecords`. `result.exit_code` is what the CLI would exit
-    with (6 when `verify` found problems, 3 when a gate failed, else 0).
+    `table` is a Delta or Iceberg table's location (an Iceberg table also by its
+    `*.metadata.json`), or with `catalog` (a pyiceberg catalog name) an Iceberg table's
+    `namespace.table`. `version` (an Iceberg snapshot id) or `timestamp` (an aware datetime;
+    naive means UTC) time-travel. `files` lists every live file, `history` the last N
+    commits or snapshots, `verify` reads every data file footer and DV (and every delete
+    file), `checks` are the `--check` gates (`{"max-deleted-ratio": 0.2}`), `count_rows`
+    reads footers of files without `numRecords` (Iceberg: applies equality deletes).
+    `result.exit_code` is what the CLI would exit with (6 when `verify` found problems, 3
+    when a gate failed, else 0).
     """
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.table import open_table
 
     request = InspectRequest(
         version=version,
@@ -98,10 +107,18 @@ def inspect(
         files=files,
         history=history,
         verify=verify,
-        checks=tuple(parse_check(f"{k}={v}") for k, v in (checks or {}).items()),
         count_rows=count_rows,
     )
-    return run_inspect(_open(table, storage_options), request)
+    gates = [f"{k}={v}" for k, v in (checks or {}).items()]
+    interrupts.begin_library_call()
+    opened = open_table(os.fspath(table), dict(storage_options or {}), catalog)
+    if isinstance(opened, DeltaLog):
+        return run_inspect(opened, replace(request, checks=tuple(map(parse_check, gates))))
+    from dvtool.commands.inspect.iceberg import run_inspect_iceberg
+    from dvtool.commands.inspect.iceberg_checks import parse_iceberg_check
+
+    iceberg_checks = tuple(map(parse_iceberg_check, gates))
+    return run_inspect_iceberg(opened, replace(request, checks=iceberg_checks))
 
 
 def enable(

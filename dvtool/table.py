@@ -40,13 +40,28 @@ def format_at(storage: Storage) -> Format:
     """The format of the table at `storage`'s root; TableNotFoundError when neither."""
     if is_metadata_file(storage.root):
         return "iceberg"
-    if storage.is_dir(storage.join(DELTA_LOG)):
+    found = format_of_dir(storage, "")
+    if found is None:
+        _raise_not_found(storage)
+        raise AssertionError("unreachable")
+    return found
+
+
+def format_of_dir(storage: Storage, relative: str) -> Format | None:
+    """The format of the table whose root is the directory at `relative` under `storage`'s
+    root (`""`: the root itself), or None when it is no table's root. Delta wins when both
+    are there: Delta's UniForm writes Iceberg metadata beside the log, and the log is the
+    table."""
+
+    def join(name: str) -> str:
+        return storage.join(f"{relative}/{name}" if relative else name)
+
+    if storage.is_dir(join(DELTA_LOG)):
         return "delta"
-    listing = storage.list_dir(storage.join(ICEBERG_METADATA))
+    listing = storage.list_dir(join(ICEBERG_METADATA))
     if any(is_metadata_file(info.name) for info in listing):
         return "iceberg"
-    _raise_not_found(storage)
-    raise AssertionError("unreachable")
+    return None
 
 
 def _raise_not_found(storage: Storage) -> None:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 import boto3
 
@@ -50,7 +50,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 @dataclass(frozen=True)
 class S3Request:
-    """One request the server answered: `key` is the object key (no bucket), '' for a bucket."""
+    """One request the server answered: `key` is the object key (no bucket), '' for a bucket;
+    `prefix` the `prefix` a bucket listing asked for (None: no listing, or no prefix)."""
 
     method: str
     bucket: str
@@ -58,6 +59,7 @@ class S3Request:
     range: str | None
     if_none_match: str | None
     status: int
+    prefix: str | None = None
 
 
 class _RecordingApp:
@@ -95,6 +97,7 @@ class _RecordingApp:
             environ.get("HTTP_RANGE"),
             environ.get("HTTP_IF_NONE_MATCH"),
             status,
+            parse_qs(environ.get("QUERY_STRING", "")).get("prefix", [None])[0],
         )
         with self._log_lock:
             self._requests.append(request)

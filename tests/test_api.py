@@ -137,3 +137,39 @@ def test_api_runs_on_an_existing_session_and_leaves_it_running(spark: Any, tmp_p
     assert context._python_includes.count(name) == 1
     paths = context.parallelize([0], 1).flatMap(lambda _: __import__("sys").path).collect()
     assert any(p.endswith(name) for p in paths)
+
+
+def test_inspect_an_iceberg_table_by_path_and_by_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dvtool.inspect` opens an Iceberg table (written by pyiceberg, in a SQL catalog) by its
+    folder and through the catalog, as pyiceberg configures catalogs (environment); the
+    figures are pyiceberg's."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
+
+    monkeypatch.setenv("PYICEBERG_CATALOG__API__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__API__URI", f"sqlite:///{tmp_path / 'catalog.db'}")
+    monkeypatch.setenv("PYICEBERG_CATALOG__API__WAREHOUSE", f"file://{tmp_path / 'warehouse'}")
+    # pyiceberg reads its configuration once, when imported: read it as a new process would.
+    monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())
+    catalog = load_catalog("api")
+    catalog.create_namespace("ns")
+    data = pa.table({"id": pa.array(range(7), pa.int64())})
+    location = tmp_path / "warehouse" / "t"
+    table = catalog.create_table("ns.t", schema=data.schema, location=f"file://{location}")
+    table.append(data)
+    table.append(data)
+    expected = table.refresh().scan().to_arrow().num_rows
+
+    by_path = dvtool.inspect(location)
+    by_catalog = dvtool.inspect("ns.t", catalog="api")
+    for result in (by_path, by_catalog):
+        assert isinstance(result, dvtool.IcebergInspectResult) and result.exit_code == 0
+        doc = result.to_dict()
+        assert doc["format"] == "iceberg" and doc["logical_rows"] == expected == 14
+        assert doc["num_files"] == len(table.inspect.files())
+    history = dvtool.inspect("ns.t", catalog="api", history=5).to_dict()["history"]
+    assert [h["snapshot_id"] for h in history] == [
+        s.snapshot_id for s in sorted(table.snapshots(), key=lambda s: -s.timestamp_ms)
+    ]

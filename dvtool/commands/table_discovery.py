@@ -8,12 +8,12 @@ Iceberg metadata beside its log; the log is the table). Under a prefix the direc
 walked breadth-first, one level at a time: each directory is listed once for its
 subdirectories (`Storage.list_subdirs`, one delimited listing on object stores, so the files
 beside them are listed only as far as a page of that listing holds them), and each
-subdirectory is asked whether it holds `_delta_log` or `metadata` (`Storage.is_dir`: on S3
-one HEAD and a listing of at most one key; `metadata/` is then listed to confirm it holds
-table metadata) before it is listed. A table found is never listed or entered: neither its
-data files nor its partition directories nor its log are read here, which is what makes
-discovery affordable on object stores with large tables. The probes of one level run in
-parallel (`map_io`).
+subdirectory is asked whether it holds `_delta_log` (`Storage.is_dir`: on S3 one HEAD and a
+listing of at most one key) or else a table's metadata (a listing of its `metadata/`; the
+rule is `dvtool.table.format_of_dir`) before it is listed. A table found is never listed
+or entered: neither its data files nor its partition directories nor its log are read
+here, which is what makes discovery affordable on object stores with large tables. The
+probes of one level run in parallel (`map_io`).
 
 Directories whose names start with `_` or `.` are hidden (Hadoop's rule, as for vacuum) and
 never entered; symbolic links are never followed. A prefix that is itself a table is that
@@ -29,10 +29,7 @@ from dataclasses import dataclass, field
 from dvtool.errors import DvtoolError, TableNotFoundError
 from dvtool.io_pool import map_io
 from dvtool.storage.table_storage import Storage
-
-LOG_DIR = "_delta_log"
-ICEBERG_METADATA_DIR = "metadata"
-ICEBERG_METADATA_SUFFIX = ".metadata.json"
+from dvtool.table import DELTA_LOG, ICEBERG_METADATA, format_of_dir
 
 
 @dataclass(frozen=True)
@@ -83,20 +80,7 @@ def tables_under(storage: Storage) -> list[str]:
 
 def holds_table(storage: Storage, relative: str) -> bool:
     """Whether the directory at `relative` (under the root) is a table's root."""
-    return table_format_at(storage, relative) is not None
-
-
-def table_format_at(storage: Storage, relative: str) -> str | None:
-    """`delta` if the directory at `relative` (under the root) holds `_delta_log`, else
-    `iceberg` if it holds `metadata/` with a `*.metadata.json`, else None."""
-    if storage.is_dir(storage.join(_child(relative, LOG_DIR))):
-        return "delta"
-    metadata = storage.join(_child(relative, ICEBERG_METADATA_DIR))
-    if storage.is_dir(metadata) and any(
-        f.name.endswith(ICEBERG_METADATA_SUFFIX) for f in storage.list_dir(metadata)
-    ):
-        return "iceberg"
-    return None
+    return format_of_dir(storage, relative) is not None
 
 
 def _child(directory: str, name: str) -> str:
@@ -110,7 +94,7 @@ def _visible(name: str) -> bool:
 
 def _no_tables(prefix: str) -> TableNotFoundError:
     return TableNotFoundError(
-        f"no table at or under {prefix}: no directory there holds {LOG_DIR} "
-        f"or Iceberg {ICEBERG_METADATA_DIR}/",
+        f"no table at or under {prefix}: no directory there holds {DELTA_LOG} "
+        f"or Iceberg {ICEBERG_METADATA}/",
         hint="Check the prefix; directories starting with _ or . are not searched.",
     )

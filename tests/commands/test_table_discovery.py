@@ -126,8 +126,15 @@ def test_tables_under_an_s3_prefix_without_entering_them(
     requests = s3_server.requests()[seen:]
     keys = {r.key for r in requests if r.key}  # listings are of the bucket, with a prefix
     probes = {f"discovery/lake/{d}/_delta_log".replace("//", "/") for d in PROBED}
-    probes |= {
-        f"discovery/lake/{d}/metadata".replace("//", "/") for d in PROBED if d not in DELTA_TABLES
-    }
-    assert {k.rstrip("/") for k in keys} == probes
+    assert keys == probes
+    # Listings: the directories walked (no table found among them), and of each probed
+    # directory `_delta_log/` (at most one key) and, unless a Delta table, `metadata/`.
+    walked = ["", "group", "group/deeper", "group/plain", "group/plain/metadata"]
+    listed = {f"{d}/" for d in walked}
+    listed |= {f"{d}/_delta_log/" for d in PROBED}
+    listed |= {f"{d}/metadata/" for d in PROBED if d not in DELTA_TABLES}
+    prefixes = {r.prefix for r in requests if r.prefix is not None}
+    assert prefixes == {
+        f"discovery/lake/{p}".replace("//", "/") for p in listed
+    }  # nothing in a table found is listed (group/ice/data, t1/...)
     assert all(r.method in ("GET", "HEAD") for r in requests)

@@ -19,6 +19,10 @@ nothing; each is planned against the table as it is, not as the steps before wou
 except compaction: it plans the files the purge would rewrite as purged (no deleted rows, no
 DV), so the rows a purge drops are not reported again under compaction.
 
+An Iceberg table (found under a prefix, or named) is reported with every step `skipped`:
+dvtool inspects Iceberg tables but does not write them yet (their maintenance arrives with
+Iceberg writes), and skipping is not a failure.
+
 One table's failure does not stop the others: the first step that fails ends that table's
 run (its error recorded, the later steps `not-run`). The time budget stops starting new work:
 once spent, no further step or table starts and each is reported `skipped`. The result's exit
@@ -50,6 +54,7 @@ from dvtool.commands.vacuum.command import VacuumRequest, run_vacuum
 from dvtool.delta.log.reader import DeltaLog, open_log
 from dvtool.engines.base import Engine
 from dvtool.errors import DvtoolError, StorageError, UsageError, exit_code_of, worst_kind
+from dvtool.table import detect_format
 
 __all__ = [
     "MaintainRequest",
@@ -65,6 +70,9 @@ Progress = Callable[[int], Callable[[int], None]]
 Clock = Callable[[], float]
 
 # Step statuses: what a step did, or why it did nothing.
+ICEBERG_NOT_MAINTAINED = (
+    "an Iceberg table: dvtool inspects it (dvtool inspect), it does not write Iceberg tables yet"
+)
 DONE, NOTHING, PLANNED, SKIPPED, FAILED, NOT_RUN = (
     "done",
     "nothing-to-do",
@@ -292,6 +300,9 @@ def _maintain_table(
         outcome.actions = [StepOutcome(s, SKIPPED, "time budget spent") for s in STEPS]
         return outcome
     try:
+        if detect_format(location, dict(storage_options or {})) == "iceberg":
+            outcome.actions = [StepOutcome(s, SKIPPED, ICEBERG_NOT_MAINTAINED) for s in STEPS]
+            return outcome
         log = open_log(location, dict(storage_options or {}))
         snapshot = log.snapshot()
         settings = table_settings(dict(snapshot.metadata.configuration), request)
