@@ -16,6 +16,8 @@ from tests.oracles import GOLDEN, GOLDEN_ENV, copy_golden
 from tests.s3_server import S3Server, moto_s3_server
 
 __all__ = ["GOLDEN", "golden_copy", "s3_server"]
+# The reference engines' sessions and fixture tables (Delta Spark, Iceberg, Paimon).
+pytest_plugins = ["tests.reference.engine_fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

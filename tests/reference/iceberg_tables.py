@@ -21,7 +21,7 @@ Every table comes with its expected rows, computed here in Python from what each
 intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` in OUT holds, per
 table, its location, latest metadata file, format version and expected rows.
 
-Fixture: `iceberg_tables` (tests/reference/conftest.py), built once per test run into a
+Fixture: `iceberg_tables` (tests/reference/engine_fixtures.py), built once per test run into a
 temporary folder; treat it as read-only. Iceberg metadata holds absolute paths, so a byte
 copy of a table still points at the original's files: a test that writes takes a copy with
 `copy_table(session, entry, dst)` (Iceberg's `rewrite_table_path`; not for `v2_to_v3`,

@@ -31,7 +31,7 @@ Every table comes with its expected rows, computed in Python from what the batch
 expected rows. Paimon's metadata holds file names relative to the table, so a copy of the
 folder (`copy_table`) is a working table: tests that write copy first.
 
-Fixture: `paimon_tables` (tests/reference/conftest.py), built once per test run.
+Fixture: `paimon_tables` (tests/reference/engine_fixtures.py), built once per test run.
 By hand: `python -m tests.reference.paimon_tables OUT_DIR` (warehouse OUT_DIR/paimon).
 """
 

@@ -1,8 +1,11 @@
-"""Fixtures for the reference-engine tests: one session per engine per test process.
+"""Fixtures of the reference engines, for every test folder: one session per engine per test
+process (a plugin of tests/conftest.py, so tests/iceberg and tests/commands use the same
+sessions and fixture tables as tests/reference, never a second copy).
 
-Every test under tests/reference/ is marked `reference_engines` and put in an xdist group
-by the engine it uses: `reference-delta:MODULE` (Delta Spark, one group per module, the
-long ones) or `reference-iceberg-paimon` (their fixture tables are built once), so with
+Every test under tests/reference/, and every test elsewhere that uses an engine's fixture,
+is marked `reference_engines` and put in an xdist group by the engine it uses:
+`reference-delta:MODULE` (Delta Spark, one group per module, the long ones) or
+`reference-iceberg-paimon` (their fixture tables are built once per worker), so with
 `pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
 suite, and each engine's JVM starts at most once per worker (about 6 s with the jars cached;
 the first run on a machine fetches them). The sessions are started on first use and
@@ -31,18 +34,27 @@ from tests.reference import spark_tables
 HERE = Path(__file__).resolve().parent
 
 
-def _group(item: pytest.Item) -> str:
+DELTA_FIXTURES = {"delta_spark", "spark_written"}
+ICEBERG_PAIMON_FIXTURES = {"iceberg_spark", "iceberg_tables", "paimon_java", "paimon_tables"}
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The xdist group of a test by the engine fixtures it uses (directly or through other
+    fixtures); None for a test that uses none outside tests/reference."""
     names = set(getattr(item, "fixturenames", ()))
-    if "delta_spark" in names:
+    if names & DELTA_FIXTURES:
         return f"reference-delta:{Path(str(item.path)).stem}"
-    return "reference-iceberg-paimon"
+    if names & ICEBERG_PAIMON_FIXTURES or HERE in Path(str(item.path)).resolve().parents:
+        return "reference-iceberg-paimon"
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if HERE in Path(str(item.path)).resolve().parents:
+        group = _group(item)
+        if group is not None:
             item.add_marker(pytest.mark.reference_engines)
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
