@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -90,6 +89,8 @@ def inspect(
     limit: int | None,
 ) -> None:
     """Show a table (Delta or Iceberg), its files, its deletes and their health."""
+    import dataclasses  # here, not at import: `dvtool --help` imports this module
+
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.render.renderer import Renderer
@@ -107,7 +108,7 @@ def inspect(
     if not isinstance(table, DeltaLog):
         _inspect_iceberg(table, request, checks, renderer)
         return
-    request = replace(request, checks=tuple(parse_check(c) for c in checks))
+    request = dataclasses.replace(request, checks=tuple(parse_check(c) for c in checks))
     with renderer.progress("verifying") as progress:
         result = run_inspect(table, request, progress)
     renderer.inspect(result)
@@ -117,10 +118,12 @@ def inspect(
 def _inspect_iceberg(
     table: IcebergTable, request: InspectRequest, checks: Sequence[str], renderer: Renderer
 ) -> None:
+    import dataclasses
+
     from dvtool.commands.inspect.iceberg import run_inspect_iceberg
     from dvtool.commands.inspect.iceberg_checks import parse_iceberg_check
 
-    request = replace(request, checks=tuple(parse_iceberg_check(c) for c in checks))
+    request = dataclasses.replace(request, checks=tuple(map(parse_iceberg_check, checks)))
     with renderer.progress("verifying") as progress:
         result = run_inspect_iceberg(table, request, progress)
     renderer.inspect_iceberg(result)
