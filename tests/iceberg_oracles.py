@@ -10,19 +10,25 @@ other oracles' read paths:
   deletes, deletion vectors and equality deletes). DuckDB cannot download extensions here:
   the extension binaries come from the PyPI wheels `duckdb-extension-iceberg` and
   `duckdb-extension-avro`, whose version must be the installed duckdb's (the test extra pins
-  all three), and are `LOAD`ed from the wheel's file (`load_duckdb_extension`).
+  all three), and are `LOAD`ed from the wheel's file (`extension_file`, `duckdb_connection`).
 - `polars_rows`: polars' native Iceberg reader (`scan_iceberg(reader_override="native")`:
-  pyiceberg plans the scan, polars reads the Parquet files and applies the deletes itself).
+  polars plans the scan with its `polars-iceberg` planner and reads the Parquet files and
+  applies the deletes itself). Without that planner polars plans with pyiceberg, which
+  hands each data file every deletion vector of its partition, and the native reader then
+  fails ("multiple deletion vectors associated with one data file"). With equality deletes
+  polars falls back to pyiceberg's planning and refuses as pyiceberg does.
 
-A table is named by its metadata JSON (a local path, or `s3://...` with `io` properties) or
-given as a pyiceberg `Table` (from a catalog). Rows come back as dicts sorted by `key`
-(default `id`), with the columns of the table's current schema (v3's row-lineage fields are
-metadata columns, not in the schema). An oracle that cannot read a table's shape raises
-`OracleRefused` naming the oracle and its own message, so a test can assert the refusal
-instead of skipping.
+A table is named by its metadata JSON (a local path, or `s3://...` with pyiceberg's `s3.*`
+FileIO properties in `io`; DuckDB then loads its httpfs extension, from its wheel too) or
+given as a pyiceberg `Table` (from a catalog); `snapshot_id` reads an older snapshot. Rows
+come back as dicts sorted by `key` (default `id`), with the columns of the table's current
+schema (v3's row-lineage fields are metadata columns, not in the schema). An oracle that
+cannot read a table's shape raises `OracleRefused` naming the oracle and its own message
+(`KNOWN_REFUSALS`), so a test can assert the refusal instead of skipping.
 
-Counts, from the table's manifests (pyiceberg's `inspect.files()`): `physical_rows` (the
-record counts of the live data files), `deleted_rows` by delete kind.
+Counts: `counts` from the table's manifests (pyiceberg's `inspect.files()`: data files and
+`physical_rows`, the sum of their record counts; delete files and deleted records by kind)
+and `live_row_count` (DuckDB's `count(*)`).
 """
 
 from __future__ import annotations
