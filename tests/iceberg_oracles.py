@@ -78,12 +78,6 @@ def schema_columns(table: Table) -> list[str]:
     return [f.name for f in table.schema().fields]
 
 
-def sorted_rows(data: pa.Table, columns: list[str], key: str) -> list[Row]:
-    """The table's rows as dicts with `columns` (in that order), sorted by `key`."""
-    rows: list[Row] = data.select(columns).to_pylist()
-    return sorted(rows, key=lambda r: (r[key] is None, r[key]))
-
-
 def _refusal(oracle: str, exc: BaseException) -> OracleRefused | None:
     known = KNOWN_REFUSALS.get(oracle)
     if known and isinstance(exc, known[0]) and known[1].lower() in str(exc).lower():
@@ -104,18 +98,6 @@ def _guarded(oracle: str, read: Callable[[], pa.Table]) -> pa.Table:
 
 def pyiceberg_arrow(table: Table, snapshot_id: int | None = None) -> pa.Table:
     return _guarded("pyiceberg", lambda: table.scan(snapshot_id=snapshot_id).to_arrow())
-
-
-def pyiceberg_rows(
-    source: Source,
-    *,
-    snapshot_id: int | None = None,
-    key: str = "id",
-    io: dict[str, str] | None = None,
-) -> list[Row]:
-    """The live rows as pyiceberg's scan reads them."""
-    table = load_table(source, io)
-    return sorted_rows(pyiceberg_arrow(table, snapshot_id), schema_columns(table), key)
 
 
 def extension_file(name: str) -> Path:
@@ -192,19 +174,6 @@ def duckdb_arrow(
         return _guarded("duckdb", reader.to_arrow_table)
 
 
-def duckdb_rows(
-    source: Source,
-    *,
-    snapshot_id: int | None = None,
-    key: str = "id",
-    io: dict[str, str] | None = None,
-) -> list[Row]:
-    """The live rows as DuckDB's iceberg extension reads them."""
-    table = load_table(source, io)
-    data = duckdb_arrow(metadata_location(source), snapshot_id, io or dict(table.io.properties))
-    return sorted_rows(data, schema_columns(table), key)
-
-
 def polars_arrow(table: Table, snapshot_id: int | None = None) -> pa.Table:
     import polars as pl
 
@@ -215,22 +184,9 @@ def polars_arrow(table: Table, snapshot_id: int | None = None) -> pa.Table:
     return _guarded("polars", read)
 
 
-def polars_rows(
-    source: Source,
-    *,
-    snapshot_id: int | None = None,
-    key: str = "id",
-    io: dict[str, str] | None = None,
-) -> list[Row]:
-    """The live rows as polars' native Iceberg reader reads them."""
-    table = load_table(source, io)
-    data = polars_arrow(table, snapshot_id)
-    return sorted_rows(_plain_strings(data), schema_columns(table), key)
-
-
 def _plain_strings(data: pa.Table) -> pa.Table:
-    """polars hands strings out as `large_string`/`string_view`: cast them to `string` so
-    rows compare equal whatever the reader."""
+    """polars hands strings out as `large_string`: cast them to `string`, so that tables
+    from different readers compare equal."""
     fields = [
         pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
         for f in data.schema
@@ -238,16 +194,48 @@ def _plain_strings(data: pa.Table) -> pa.Table:
     return data.cast(pa.schema(fields))
 
 
-READERS: dict[str, Callable[..., list[Row]]] = {
-    "pyiceberg": pyiceberg_rows,
-    "duckdb": duckdb_rows,
-    "polars": polars_rows,
-}
+def oracle_arrow(
+    oracle: str,
+    source: Source,
+    *,
+    snapshot_id: int | None = None,
+    key: str = "id",
+    io: dict[str, str] | None = None,
+) -> pa.Table:
+    """The live rows as `oracle` (one of ORACLES) reads them: the current schema's columns,
+    sorted by `key`; strings as `string` whatever the reader."""
+    table = load_table(source, io)
+    if oracle == "pyiceberg":
+        data = pyiceberg_arrow(table, snapshot_id)
+    elif oracle == "duckdb":
+        location = metadata_location(source)
+        data = duckdb_arrow(location, snapshot_id, io or dict(table.io.properties))
+    elif oracle == "polars":
+        data = polars_arrow(table, snapshot_id)
+    else:
+        raise ValueError(f"unknown oracle {oracle!r}: one of {ORACLES}")
+    return _plain_strings(data.select(schema_columns(table))).sort_by(key)
 
 
 def oracle_rows(oracle: str, source: Source, **options: Any) -> list[Row]:
-    """The live rows as `oracle` (one of ORACLES) reads them."""
-    return READERS[oracle](source, **options)
+    """`oracle_arrow` as Python rows (dicts)."""
+    rows: list[Row] = oracle_arrow(oracle, source, **options).to_pylist()
+    return rows
+
+
+def pyiceberg_rows(source: Source, **options: Any) -> list[Row]:
+    """The live rows as pyiceberg's scan reads them."""
+    return oracle_rows("pyiceberg", source, **options)
+
+
+def duckdb_rows(source: Source, **options: Any) -> list[Row]:
+    """The live rows as DuckDB's iceberg extension reads them."""
+    return oracle_rows("duckdb", source, **options)
+
+
+def polars_rows(source: Source, **options: Any) -> list[Row]:
+    """The live rows as polars' native Iceberg reader reads them."""
+    return oracle_rows("polars", source, **options)
 
 
 @dataclass(frozen=True)
