@@ -1,6 +1,8 @@
 """Every Iceberg fixture table reads as its expected rows through every oracle
-(tests/iceberg_oracles.py), and the later-life shapes (tests/reference/iceberg_tables.py's
-HISTORY_SPECS) have the files they claim.
+(tests/iceberg_oracles.py), also at an older snapshot; the later-life shapes
+(tests/reference/iceberg_tables.py's HISTORY_SPECS) have the files they claim; the catalog
+fixtures' tables (tests/reference/iceberg_catalogs.py: SQLite JdbcCatalog, REST catalog
+server, S3 emulator) load through pyiceberg's catalogs and read the same through every oracle.
 
 Oracles and their known refusals: pyiceberg 0.12 and polars (which plans with pyiceberg
 once a table has equality deletes) refuse equality deletes ("PyIceberg does not yet support
