@@ -21,6 +21,7 @@ metrics from its Parquet footer), as the Flink sink's committer does.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,9 +128,12 @@ def _write(path: Path, rows: list[Row], schema: pa.Schema) -> dict[str, Any]:
     return {"path": str(path), "size": path.stat().st_size, "count": len(rows)}
 
 
-def write_partition(folder: Path, partition: str, write: PartitionWrite) -> dict[str, Any]:
+def write_partition(
+    folder: Path, partition: str, write: PartitionWrite, deletion_vectors: bool
+) -> dict[str, Any]:
     """The partition's data, equality-delete and position-delete files (only the non-empty
-    ones), named like a writer's files; their paths, sizes and record counts."""
+    ones), named like a writer's files; their paths, sizes and record counts. With
+    `deletion_vectors` (v3) the positions are left for Iceberg's DV writer (`positions`)."""
     stem = f"{folder}/{partition + '/' if partition else ''}00000-0-{uuid.uuid4()}"
     files: dict[str, Any] = {"partition": partition}
     if write.rows:
@@ -137,7 +141,9 @@ def write_partition(folder: Path, partition: str, write: PartitionWrite) -> dict
     if write.equality_keys:
         schema = _schema(list(write.equality_keys[0]))
         files["equality"] = _write(Path(f"{stem}-eq-deletes.parquet"), write.equality_keys, schema)
-    if write.positions:
+    if write.positions and deletion_vectors:
+        files["positions"] = sorted(write.positions)
+    elif write.positions:
         data_path = files["data"]["path"]
         rows = [{"file_path": data_path, "pos": p} for p in sorted(write.positions)]
         files["position"] = _write(Path(f"{stem}-pos-deletes.parquet"), rows, pa.schema(POS_FIELDS))
@@ -146,6 +152,9 @@ def write_partition(folder: Path, partition: str, write: PartitionWrite) -> dict
 
 # Runs in the engine's process: one RowDelta with every partition's files (`args["files"]`
 # from `write_partition`), metrics read from each Parquet footer, as Flink's committer does.
+# In a v3 table the positions go to deletion vectors written by Iceberg's own DV writer
+# (`BaseDVFileWriter`: one Puffin file for the commit; no earlier deletes to merge, as the
+# positions are all in this commit's new data files).
 COMMIT_ROW_DELTA = """
 I = jvm.org.apache.iceberg
 table = I.hadoop.HadoopTables(spark.sparkContext._jsc.hadoopConfiguration()).load(args["location"])
@@ -162,10 +171,18 @@ def finish(builder, f, partition):
     return (builder.withPartitionPath(partition) if partition else builder).build()
 
 delta = table.newRowDelta()
+factory = I.io.OutputFileFactory.builderFor(table, 1, 1).format(I.FileFormat.PUFFIN).build()
+# A java.util.function.Function answering null (Guava's, which Spark ships; the runtime's
+# relocated Guava leaves that class out).
+no_earlier_deletes = jvm.com.google.common.base.Functions.constant(None)
+dvs = I.deletes.BaseDVFileWriter(factory, no_earlier_deletes)
 for files in args["files"]:
     part = files["partition"]
     if "data" in files:
-        delta = delta.addRows(finish(I.DataFiles.builder(spec), files["data"], part))
+        data_file = finish(I.DataFiles.builder(spec), files["data"], part)
+        delta = delta.addRows(data_file)
+        for position in files.get("positions", []):
+            dvs.delete(files["data"]["path"], position, spec, data_file.partition())
     if "equality" in files:
         builder = I.FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)
         delta = delta.addDeletes(finish(builder, files["equality"], part))
@@ -173,9 +190,19 @@ for files in args["files"]:
         builder = I.FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
         builder = builder.withReferencedDataFile(files["data"]["path"])
         delta = delta.addDeletes(finish(builder, files["position"], part))
+dvs.close()
+for dv in dvs.result().deleteFiles():
+    delta = delta.addDeletes(dv)
 delta.commit()
 result = table.currentSnapshot().snapshotId()
 """
+
+
+def format_version(location: Path) -> int:
+    """The format version of the Hadoop table at `location` (its newest metadata file)."""
+    hint = (location / "metadata" / "version-hint.text").read_text().strip()
+    metadata = json.loads((location / "metadata" / f"v{hint}.metadata.json").read_text())
+    return int(metadata["format-version"])
 
 
 def commit_checkpoint(
@@ -186,9 +213,11 @@ def commit_checkpoint(
     partition_of: Callable[[Row], str],
 ) -> int:
     """Write the checkpoint's files under `location`/data and commit them in one RowDelta;
-    the new snapshot's id."""
+    the new snapshot's id. Position deletes are deletion vectors in a v3 table."""
     writes = checkpoint_files(checkpoint, key_fields, partition_of)
-    files = [write_partition(location / "data", p, w) for p, w in sorted(writes.items())]
+    dv = format_version(location) >= 3
+    folder = location / "data"
+    files = [write_partition(folder, p, w, dv) for p, w in sorted(writes.items())]
     equality_ids = [FIELD_IDS[name] for name in key_fields]
     snapshot = session.python(
         COMMIT_ROW_DELTA, location=str(location), files=files, equality_ids=equality_ids

@@ -33,7 +33,8 @@ And the shapes of a table's later life (`HISTORY_SPECS`):
   40 rows from Spark, then two Flink upsert checkpoints, each one `RowDelta` with, per
   partition, a data file, an equality-delete file on the identifier fields and position
   deletes into its own data file (tests/reference/iceberg_flink.py says how Flink writes
-  them and why).
+  them and why). `v3_flink_part`: the same in format version 3, where the position deletes
+  are deletion vectors (Iceberg's DV writer), beside the equality deletes.
 
 Every table comes with its expected rows, computed here in Python from what each step
 intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` in OUT holds, per
@@ -304,6 +305,7 @@ HISTORY_SPECS = (
     TableSpec("v3_compacted", 3, None, V3_COMPACTION_STEPS),
     TableSpec("v2_flink", 2, None, flink_steps(("id",)), columns=FLINK_COLUMNS),
     TableSpec("v2_flink_part", 2, "cat", flink_steps(("id", "cat")), columns=FLINK_COLUMNS),
+    TableSpec("v3_flink_part", 3, "cat", flink_steps(("id", "cat")), columns=FLINK_COLUMNS),
 )
 ALL_SPECS = SPECS + HISTORY_SPECS
 
