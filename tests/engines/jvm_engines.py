@@ -43,6 +43,7 @@ SCALA = "2.13"
 DELTA_VERSION = "4.4.0"
 ICEBERG_VERSION = "1.12.0"
 PAIMON_VERSION = "1.4.2"
+SQLITE_JDBC_VERSION = "3.51.1.0"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 # Small local sessions: two cores, few partitions, UTC, loopback, no UI or progress bars.
 BASE_CONF = {
@@ -91,7 +92,13 @@ DELTA_SPARK = Engine(
 )
 ICEBERG_SPARK = Engine(
     "iceberg-spark",
-    (f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_LINE}_{SCALA}:{ICEBERG_VERSION}",),
+    (
+        f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_LINE}_{SCALA}:{ICEBERG_VERSION}",
+        # For the catalog fixtures (tests/reference/iceberg_catalogs.py): JdbcCatalog on
+        # SQLite, and S3FileIO.
+        f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}",
+        f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
+    ),
     {
         "spark.sql.extensions": (
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -290,9 +297,13 @@ def builder_main(
 
 
 def fetch_all(workdir: Path) -> None:
-    """Start and stop each engine once, so its jars are in the cache."""
+    """Start and stop each engine once, so its jars are in the cache; resolve the jars of
+    the Iceberg REST catalog server the tests run beside them."""
+    from tests.reference.iceberg_catalogs import rest_server_classpath
+
     for engine in ENGINES.values():
         start(engine, workdir / engine.name).stop()
+    rest_server_classpath()
 
 
 if __name__ == "__main__":

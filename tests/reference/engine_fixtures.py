@@ -12,9 +12,12 @@ the first run on a machine fetches them). The sessions are started on first use 
 stopped (by process group) when the run ends.
 
 `iceberg_tables` and `paimon_tables` are the cross-format fixture tables (Iceberg v2/v3 with
-position deletes, deletion vectors and equality deletes; Paimon with deletion vectors), built
-once per run by tests/reference/iceberg_tables.py and paimon_tables.py (their docstrings say
-which tables and how to build them by hand).
+position deletes, deletion vectors and equality deletes, partition spec evolution,
+compaction and expiry, Flink's upserts; Paimon with deletion vectors), built once per run by
+tests/reference/iceberg_tables.py and paimon_tables.py (their docstrings say which tables
+and how to build them by hand). `iceberg_sql_catalog`, `iceberg_rest_catalog` and
+`iceberg_s3_table` are Iceberg tables behind a SQL (SQLite) catalog, a REST catalog server
+and on the S3 emulator (tests/reference/iceberg_catalogs.py), each built on first use.
 """
 
 from __future__ import annotations
@@ -27,15 +30,24 @@ from typing import Any
 import pytest
 
 from tests.engines.jvm_engines import DELTA_SPARK, ICEBERG_SPARK, PAIMON_JAVA, JvmSession, running
+from tests.reference import iceberg_catalogs, spark_tables
 from tests.reference import iceberg_tables as iceberg_tables_module
 from tests.reference import paimon_tables as paimon_tables_module
-from tests.reference import spark_tables
+from tests.s3_server import S3Server
 
 HERE = Path(__file__).resolve().parent
 
 
 DELTA_FIXTURES = {"delta_spark", "spark_written"}
-ICEBERG_PAIMON_FIXTURES = {"iceberg_spark", "iceberg_tables", "paimon_java", "paimon_tables"}
+ICEBERG_PAIMON_FIXTURES = {
+    "iceberg_spark",
+    "iceberg_tables",
+    "iceberg_sql_catalog",
+    "iceberg_rest_catalog",
+    "iceberg_s3_table",
+    "paimon_java",
+    "paimon_tables",
+}
 
 
 def _group(item: pytest.Item) -> str | None:
@@ -99,6 +111,37 @@ def iceberg_tables(
     built once per run in `iceberg_spark`'s catalog: read-only (see that module)."""
     out = tmp_path_factory.mktemp("iceberg-tables")
     return iceberg_tables_module.load_manifest(iceberg_tables_module.build_all(iceberg_spark, out))
+
+
+@pytest.fixture(scope="session")
+def iceberg_sql_catalog(
+    iceberg_spark: JvmSession, tmp_path_factory: pytest.TempPathFactory
+) -> iceberg_catalogs.CatalogTable:
+    """A v3 table in Iceberg's JdbcCatalog on a SQLite file, which pyiceberg's SqlCatalog
+    reads (`load_catalog(t.name, **t.properties).load_table(t.identifier)`)."""
+    root = tmp_path_factory.mktemp("iceberg-sql-catalog")
+    return iceberg_catalogs.build_sql_catalog_table(iceberg_spark, root)
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest_catalog(
+    iceberg_spark: JvmSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[iceberg_catalogs.CatalogTable]:
+    """A v2 table written through Iceberg's REST catalog fixture server (a java process on
+    127.0.0.1, stopped when the run ends); `properties` has its URI."""
+    root = tmp_path_factory.mktemp("iceberg-rest-catalog")
+    with iceberg_catalogs.rest_catalog_server(root) as url:
+        yield iceberg_catalogs.build_rest_catalog_table(iceberg_spark, url)
+
+
+@pytest.fixture(scope="session")
+def iceberg_s3_table(
+    iceberg_spark: JvmSession, s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory
+) -> iceberg_catalogs.CatalogTable:
+    """A v3 table on the moto S3 emulator (Iceberg's S3FileIO), cataloged in SQLite;
+    `properties` has the `s3.*` settings pyiceberg needs."""
+    root = tmp_path_factory.mktemp("iceberg-s3-catalog")
+    return iceberg_catalogs.build_s3_table(iceberg_spark, s3_server, root)
 
 
 @pytest.fixture(scope="session")

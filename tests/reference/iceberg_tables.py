@@ -1,10 +1,10 @@
 """Iceberg tables with row-level deletes, written by Iceberg's Spark runtime, for the tests.
 
-What it builds (`build_all(session, out)`), each in the Hadoop catalog `local` of the
+What it builds (`build_all(session, out)`: ALL_SPECS), each in the Hadoop catalog `local` of the
 session (`local.fixtures.NAME`, location `{warehouse}/fixtures/NAME`), all merge-on-read
 (`write.delete.mode`, `write.update.mode`, `write.merge.mode`), schema
 `(id BIGINT, cat STRING, d DATE, v BIGINT)`, 80 rows in two INSERTs then DELETE, UPDATE and
-MERGE (see `STEPS`):
+MERGE (see `STEPS`), first `SPECS`:
 
 - `v2_flat`, `v2_part` (`PARTITIONED BY (cat, bucket(3, id))`): format-version 2, the deletes
   are Parquet position-delete files.
@@ -16,6 +16,25 @@ MERGE (see `STEPS`):
   `id`. Iceberg's Spark runtime never writes equality deletes (Flink does), so the builder
   writes the delete file with pyarrow (Parquet, field id 1) and commits it through Iceberg's
   Java API (`RowDelta`) in the same JVM.
+
+And the shapes of a table's later life (`HISTORY_SPECS`):
+
+- `v2_evolved`: partition spec evolution, `PARTITIONED BY (cat)`, then `ADD PARTITION FIELD
+  bucket(2, id)`, `REPLACE PARTITION FIELD cat WITH days(d)`, `DROP PARTITION FIELD
+  bucket(2, id)` (four specs), with rows and position deletes under each; the later deletes
+  reach data files of the earlier specs (`EVOLVED_STEPS`).
+- `v2_compacted` (`PARTITIONED BY (cat)`): position deletes, then `rewrite_position_delete_files`
+  and `rewrite_data_files` of partition `a` (whose compacted delete file stays live but
+  dangling: it names only data files that are gone), more deletes, then all but the last
+  two snapshots expired (their files deleted).
+- `v3_compacted`: deletion vectors, `rewrite_data_files` (the DVs go with their data files),
+  more DVs, expired like `v2_compacted`.
+- `v2_flink`, `v2_flink_part` (`PARTITIONED BY (cat)`): identifier fields `id` (and `cat`),
+  40 rows from Spark, then two Flink upsert checkpoints, each one `RowDelta` with, per
+  partition, a data file, an equality-delete file on the identifier fields and position
+  deletes into its own data file (tests/reference/iceberg_flink.py says how Flink writes
+  them and why). `v3_flink_part`: the same in format version 3, where the position deletes
+  are deletion vectors (Iceberg's DV writer), beside the equality deletes.
 
 Every table comes with its expected rows, computed here in Python from what each step
 intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` in OUT holds, per
@@ -46,6 +65,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests.engines.jvm_engines import ICEBERG_SPARK, JvmSession, builder_main
+from tests.reference.iceberg_flink import Checkpoint, commit_checkpoint, delete, upsert
 
 Row = dict[str, Any]
 State = dict[int, Row]
@@ -55,10 +75,23 @@ DAY0 = dt.date(2024, 1, 1)
 
 @dataclass(frozen=True)
 class Step:
-    """One write: its SQL (`{t}` is the table) and its intended effect on the rows by id."""
+    """One write: its SQL (`{t}` is the table, `{n}` its name in the catalog, for CALLs) and
+    its intended effect on the rows by id; or, with `run`, a commit made in Python with
+    Iceberg's Java API (`run(session, location)`; `sql` then only describes it)."""
 
     sql: str
     apply: Callable[[State], None]
+    run: Callable[[JvmSession, Path], object] | None = None
+
+
+def procedure(call: str) -> Step:
+    """`CALL local.system.{call}` (maintenance: no change to the rows)."""
+    return Step(f"CALL local.system.{call}", lambda state: None)
+
+
+def alter(change: str) -> Step:
+    """`ALTER TABLE {t} {change}` (schema, partitioning or properties: rows unchanged)."""
+    return Step(f"ALTER TABLE {{t}} {change}", lambda state: None)
 
 
 def make_rows(lo: int, hi: int, v_factor: int = 10) -> list[Row]:
@@ -118,6 +151,60 @@ def merge(source: list[Row]) -> Step:
     return Step(sql, apply)
 
 
+def one_row(i: int, v: int | None = None) -> Row:
+    """The row `make_rows` gives id `i`, with `v` in place of its value if given."""
+    row = make_rows(i, i + 1)[0]
+    return row if v is None else {**row, "v": v}
+
+
+# Flink's upsert sink: two checkpoints over 40 rows that Spark inserted (iceberg_flink.py).
+# The first upserts old and new keys, one key twice, and deletes an old key, a key it
+# wrote itself, and a key it writes and deletes; the second replaces rows of the first.
+FLINK_COLUMNS = "id BIGINT NOT NULL, cat STRING NOT NULL, d DATE, v BIGINT"
+FLINK_CHECKPOINTS = (
+    Checkpoint(
+        (
+            *(upsert(one_row(i, 100 * i)) for i in (3, 4, 5, 40, 41, 42)),
+            upsert(one_row(4, 401)),
+            delete(one_row(6)),
+            delete(one_row(41)),
+            upsert(one_row(43)),
+            delete(one_row(43)),
+        )
+    ),
+    Checkpoint(
+        (
+            upsert(one_row(4, 402)),
+            delete(one_row(40)),
+            upsert(one_row(7, 700)),
+            upsert(one_row(3, 301)),
+            upsert(one_row(3, 302)),
+            delete(one_row(0)),
+            upsert(one_row(44)),
+        )
+    ),
+)
+
+
+def flink_checkpoint(checkpoint: Checkpoint, key_fields: tuple[str, ...]) -> Step:
+    """A Flink upsert checkpoint committed as one RowDelta; partitioned by `cat` when the
+    key has it."""
+
+    def partition_of(row: Row) -> str:
+        return f"cat={row['cat']}" if "cat" in key_fields else ""
+
+    def run(session: JvmSession, location: Path) -> int:
+        return commit_checkpoint(session, location, checkpoint, key_fields, partition_of)
+
+    return Step(f"-- Flink checkpoint: {len(checkpoint.ops)} changes", checkpoint.apply, run)
+
+
+def flink_steps(key_fields: tuple[str, ...]) -> tuple[Step, ...]:
+    identifier = alter(f"SET IDENTIFIER FIELDS {', '.join(key_fields)}")
+    checkpoints = (flink_checkpoint(c, key_fields) for c in FLINK_CHECKPOINTS)
+    return (identifier, insert(make_rows(0, 40)), *checkpoints)
+
+
 def set_format_version(version: int) -> Step:
     """Upgrade the table's format version (no change to its rows)."""
     sql = f"ALTER TABLE {{t}} SET TBLPROPERTIES ('format-version'='{version}')"
@@ -132,6 +219,62 @@ STEPS = (
     merge(make_rows(70, 90, v_factor=100)),
 )
 UPGRADE_STEPS = (*STEPS[:3], set_format_version(3), *STEPS[3:])
+# Partition spec evolution (spec 0: cat; 1: cat, bucket; 2: bucket, day; 3: day), with rows
+# and deletes under each: the later deletes reach data files of every earlier spec.
+EVOLVED_STEPS = (
+    insert(make_rows(0, 40)),
+    delete_multiples(7),
+    alter("ADD PARTITION FIELD bucket(2, id)"),
+    insert(make_rows(40, 80)),
+    negate_where_remainder(5, 1),
+    alter("REPLACE PARTITION FIELD cat WITH days(d)"),
+    merge(make_rows(70, 90, v_factor=100)),
+    alter("DROP PARTITION FIELD bucket(2, id)"),
+    delete_multiples(11),
+)
+REWRITE_ALL = "map('rewrite-all', 'true')"
+# Runs in the engine's process: `expire_snapshots` through the Java API (the procedure
+# plans the files to delete with Spark jobs, seconds slower on these small tables).
+EXPIRE_SNAPSHOTS = """
+table = jvm.org.apache.iceberg.hadoop.HadoopTables(
+    spark.sparkContext._jsc.hadoopConfiguration()).load(args["location"])
+table.expireSnapshots().expireOlderThan(jvm.System.currentTimeMillis()).retainLast(
+    args["retain_last"]).commit()
+"""
+
+
+def expire_snapshots(retain_last: int) -> Step:
+    """Expire all but the last `retain_last` snapshots, deleting the files only they used."""
+
+    def run(session: JvmSession, location: Path) -> None:
+        session.python(EXPIRE_SNAPSHOTS, location=str(location), retain_last=retain_last)
+
+    return Step(f"-- expire_snapshots, retain_last {retain_last}", lambda state: None, run)
+
+
+# v2 compaction: the position deletes compacted, then partition `a`'s data files rewritten
+# with their deletes applied (which leaves that partition's compacted delete file live but
+# dangling: Iceberg keeps it until a later rewrite_position_delete_files), more deletes,
+# and the older snapshots expired (their files deleted).
+V2_COMPACTION_STEPS = (
+    *STEPS[:4],
+    procedure(
+        "rewrite_position_delete_files(table => '{n}', options => map('rewrite-all', 'true'))"
+    ),
+    procedure(
+        f"rewrite_data_files(table => '{{n}}', where => 'cat = \"a\"', options => {REWRITE_ALL})"
+    ),
+    STEPS[4],
+    expire_snapshots(retain_last=2),
+)
+# v3 compaction: data files rewritten with their deletion vectors applied (the DVs go with
+# them), new DVs after, older snapshots expired.
+V3_COMPACTION_STEPS = (
+    *STEPS[:3],
+    procedure(f"rewrite_data_files(table => '{{n}}', options => {REWRITE_ALL})"),
+    *STEPS[3:],
+    expire_snapshots(retain_last=2),
+)
 
 
 @dataclass(frozen=True)
@@ -143,6 +286,7 @@ class TableSpec:
     partitioned_by: str | None
     steps: tuple[Step, ...]
     equality_delete_ids: tuple[int, ...] = ()
+    columns: str = "id BIGINT, cat STRING, d DATE, v BIGINT"
 
 
 SPECS = (
@@ -153,16 +297,24 @@ SPECS = (
     TableSpec("v2_to_v3", 2, "cat, bucket(3, id)", UPGRADE_STEPS),
     TableSpec("v2_equality", 2, None, STEPS_BEFORE_DELETE, equality_delete_ids=(3, 4, 50, 79)),
 )
+# The shapes of a table's later life: spec evolution, compaction and expiry, Flink's
+# equality deletes (built with SPECS into the same manifest).
+HISTORY_SPECS = (
+    TableSpec("v2_evolved", 2, "cat", EVOLVED_STEPS),
+    TableSpec("v2_compacted", 2, "cat", V2_COMPACTION_STEPS),
+    TableSpec("v3_compacted", 3, None, V3_COMPACTION_STEPS),
+    TableSpec("v2_flink", 2, None, flink_steps(("id",)), columns=FLINK_COLUMNS),
+    TableSpec("v2_flink_part", 2, "cat", flink_steps(("id", "cat")), columns=FLINK_COLUMNS),
+    TableSpec("v3_flink_part", 3, "cat", flink_steps(("id", "cat")), columns=FLINK_COLUMNS),
+)
+ALL_SPECS = SPECS + HISTORY_SPECS
 
 
 def create_sql(spec: TableSpec, table: str) -> str:
     props = {"format-version": str(spec.format_version), **dict.fromkeys(MOR, "merge-on-read")}
     props_sql = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
     parts = f" PARTITIONED BY ({spec.partitioned_by})" if spec.partitioned_by else ""
-    return (
-        f"CREATE TABLE {table} (id BIGINT, cat STRING, d DATE, v BIGINT) USING iceberg"
-        f"{parts} TBLPROPERTIES ({props_sql})"
-    )
+    return f"CREATE TABLE {table} ({spec.columns}) USING iceberg{parts} TBLPROPERTIES ({props_sql})"
 
 
 def expected_rows(spec: TableSpec) -> list[Row]:
@@ -225,7 +377,11 @@ def build_table(session: JvmSession, spec: TableSpec, db: str = "fixtures") -> d
     session.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{db}")
     session.sql(create_sql(spec, table))
     for step in spec.steps:
-        session.sql(step.sql.format(t=table))
+        if step.run is None:
+            session.sql(step.sql.format(t=table, n=f"{db}.{spec.name}"))
+        else:
+            step.run(session, location)
+            session.sql(f"REFRESH TABLE {table}")
     if spec.equality_delete_ids:
         add_equality_deletes(session, table, location, list(spec.equality_delete_ids))
     metadata = latest_metadata(location)
@@ -258,14 +414,14 @@ def copy_table(session: JvmSession, entry: dict[str, Any], dst: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     shutil.rmtree(stage)
-    version = answer["latest_version"]
+    version: str = answer["latest_version"]
     (dst / "metadata" / "version-hint.text").write_text(version[1:].split(".")[0])
     return dst / "metadata" / version
 
 
 def build_all(session: JvmSession, out: Path) -> Path:
-    """Build every table of SPECS; write and return OUT/iceberg-manifest.json."""
-    manifest = {spec.name: build_table(session, spec) for spec in SPECS}
+    """Build every table of ALL_SPECS; write and return OUT/iceberg-manifest.json."""
+    manifest = {spec.name: build_table(session, spec) for spec in ALL_SPECS}
     path = out / "iceberg-manifest.json"
     path.write_text(json.dumps(manifest, indent=1))
     return path
