@@ -68,6 +68,8 @@ SQL_TABLE = TableSpec("sql_v3", 3, None, CATALOG_STEPS)
 REST_TABLE = TableSpec("rest_v2", 2, None, CATALOG_STEPS)
 S3_TABLE = TableSpec("s3_v3", 3, None, CATALOG_STEPS)
 
+LOOPBACK_LAUNCHER = Path(__file__).with_name("LoopbackRestServer.java")
+
 
 @dataclass(frozen=True)
 class CatalogTable:
@@ -200,21 +202,17 @@ def _wait_until_serving(server: Server, url: str) -> None:
 @contextlib.contextmanager
 def rest_catalog_server(root: Path) -> Iterator[str]:
     """Iceberg's REST catalog fixture server (warehouse and SQLite catalog under `root`) on
-    a free port; yields its URL (http://127.0.0.1:PORT/). Stopped by its process group."""
+    a free port of 127.0.0.1 only (LoopbackRestServer.java: Iceberg's RESTCatalogServer
+    binds every interface); yields its URL. Stopped by its process group."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = {
-        **os.environ,
-        "CATALOG_WAREHOUSE": str(root / "warehouse"),
-        "CATALOG_URI": f"jdbc:sqlite:{root / 'catalog.db'}",
-        "CATALOG_REST_PORT": str(port),
-    }
     command = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx512m"]
-    command += ["-cp", rest_server_classpath(), "org.apache.iceberg.rest.RESTCatalogServer"]
+    command += ["-cp", rest_server_classpath(), str(LOOPBACK_LAUNCHER), str(port)]
+    command += [str(root / "warehouse"), f"jdbc:sqlite:{root / 'catalog.db'}"]
     log = root / "rest-server.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     server = Server("iceberg-rest", process, log, url=f"http://{LOCALHOST}:{port}/")
     try:
