@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.inspect.checks import CHECK_NAMES, CheckOutcome, evaluate_checks, parse_check
+from dvtool.commands.inspect.outcome import inspect_document, inspect_exit_code
 from dvtool.commands.inspect.summary import TableSummary, snapshot_position, summarize
 from dvtool.commands.result import CommandResult
 from dvtool.delta.protocol.features import require_readable
@@ -22,7 +23,6 @@ from dvtool.errors import (
     DvtoolError,
     StorageError,
     UsageError,
-    exit_code_of,
 )
 from dvtool.io_pool import map_io
 
@@ -366,23 +366,11 @@ class InspectResult(CommandResult):
 
     @property
     def exit_code(self) -> int:
-        if self.verify is not None and not self.verify.ok:
-            return exit_code_of("integrity")
-        if self.checks and not all(c.passed for c in self.checks):
-            return exit_code_of("check-failed")
-        return 0
+        return inspect_exit_code(self.verify, self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": "delta", **self.summary.to_json()} if self.summary else {}
-        if self.files is not None:
-            out["files"] = [f.to_json() for f in self.files]
-        if self.history is not None:
-            out["history"] = [h.to_json() for h in self.history]
-        if self.verify is not None:
-            out["verify"] = self.verify.to_json()
-        if self.checks is not None:
-            out["checks"] = [c.to_json() for c in self.checks]
-        return out
+        summary = {"format": "delta", **self.summary.to_json()} if self.summary else {}
+        return inspect_document(summary, self.files, self.history, self.verify, self.checks)
 
 
 def run_inspect(

@@ -21,8 +21,8 @@ from dvtool.commands.inspect.iceberg_summary import (
     snapshot_deletes,
     summarize,
 )
+from dvtool.commands.inspect.outcome import inspect_document, inspect_exit_code
 from dvtool.commands.result import CommandResult
-from dvtool.errors import exit_code_of
 from dvtool.iceberg.snapshots import SnapshotEntry, history, select_snapshot
 
 if TYPE_CHECKING:
@@ -66,23 +66,11 @@ class IcebergInspectResult(CommandResult):
 
     @property
     def exit_code(self) -> int:
-        if self.verify is not None and not self.verify.ok:
-            return exit_code_of("integrity")
-        if self.checks and not all(c.passed for c in self.checks):
-            return exit_code_of("check-failed")
-        return 0
+        return inspect_exit_code(self.verify, self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.summary.to_json() if self.summary else {}
-        if self.files is not None:
-            out["files"] = [f.to_json() for f in self.files]
-        if self.history is not None:
-            out["history"] = [h.to_json() for h in self.history]
-        if self.verify is not None:
-            out["verify"] = self.verify.to_json()
-        if self.checks is not None:
-            out["checks"] = [c.to_json() for c in self.checks]
-        return out
+        summary = self.summary.to_json() if self.summary else {}
+        return inspect_document(summary, self.files, self.history, self.verify, self.checks)
 
 
 def run_inspect_iceberg(
