@@ -55,9 +55,13 @@ class IcebergProblem:
 
 
 def describe(error: BaseException) -> str:
-    """An exception as the tail of a problem message."""
+    """An exception as the tail of a problem message. A decoder's complaint about bytes it
+    cannot read says only that: its byte and position come from past the damage (a
+    truncated Avro file decodes whatever follows), so they are neither useful nor stable."""
     if isinstance(error, DvtoolError):
         return error.message
+    if isinstance(error, UnicodeDecodeError):
+        return "UnicodeDecodeError: damaged data (truncated, or not the file format it claims)"
     return f"{type(error).__name__}: {exception_text(error)}"
 
 

@@ -64,6 +64,9 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
+# First: xdist's worker plugin reads the groups in its own hook of this name, and a plugin of
+# the top-level conftest is registered before it (hooks run last-registered first).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = _group(item)

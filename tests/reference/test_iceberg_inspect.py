@@ -34,8 +34,10 @@ from pyiceberg.table import StaticTable
 
 from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
-from tests.iceberg_oracles import counts, live_row_count
+from tests.iceberg_oracles import counts, duckdb_arrow, live_row_count
+from tests.reference.iceberg_catalogs import CatalogTable
 from tests.reference.iceberg_tables import HISTORY_SPECS, SPECS, build_table
+from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in SPECS]
 EQUALITY_IDS = {spec.name: set(spec.equality_delete_ids) for spec in SPECS}
@@ -273,3 +275,43 @@ def test_a_table_s_later_life_equals_duckdb(name: str, iceberg_tables: dict[str,
         "deletion_vectors": live.deletion_vectors,
     }
     assert doc["verify"]["ok"], doc["verify"]["problems"]
+
+
+def _configure_catalogs(
+    tables: list[CatalogTable], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configure the catalogs as pyiceberg users do, in `~/.pyiceberg.yaml` (here
+    `$PYICEBERG_HOME/.pyiceberg.yaml`), read as a new process reads it."""
+    from pyiceberg.utils.config import Config
+
+    home.mkdir(parents=True, exist_ok=True)
+    config = {"catalog": {t.name: t.properties for t in tables}}
+    (home / ".pyiceberg.yaml").write_text(json.dumps(config))  # JSON is YAML
+    monkeypatch.setenv("PYICEBERG_HOME", str(home))
+    monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())
+
+
+def test_inspect_through_catalogs_and_on_s3(
+    iceberg_sql_catalog: CatalogTable,
+    iceberg_rest_catalog: CatalogTable,
+    iceberg_s3_table: CatalogTable,
+    s3_server: S3Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tables Iceberg Spark wrote through a JDBC (SQLite) catalog, a REST catalog server
+    and S3FileIO on the S3 emulator: `inspect --catalog NAME ns.table` (configured in
+    .pyiceberg.yaml) and, for the S3 table, by its metadata file with dvtool's storage
+    options, count the rows the fixture intends and DuckDB reads; `--verify` is clean."""
+    tables = [iceberg_sql_catalog, iceberg_rest_catalog, iceberg_s3_table]
+    _configure_catalogs(tables, tmp_path / "pyiceberg-home", monkeypatch)
+    s3_io = iceberg_s3_table.properties
+    for table in tables:
+        io = s3_io if table is iceberg_s3_table else None
+        oracle = duckdb_arrow(table.metadata, io=io).num_rows
+        doc = _json("inspect", "--catalog", table.name, table.identifier, "--verify")
+        assert doc["logical_rows"] == oracle == len(table.expected), table.name
+        assert doc["metadata_location"] == table.metadata and doc["verify"]["ok"]
+    options = [f"--storage-option={k}={v}" for k, v in s3_server.storage_options().items()]
+    by_path = _json("inspect", iceberg_s3_table.metadata, *options, "--verify")
+    assert by_path["logical_rows"] == len(iceberg_s3_table.expected) and by_path["verify"]["ok"]
