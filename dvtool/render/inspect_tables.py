@@ -170,6 +170,6 @@ def _totals(result: InspectTablesResult) -> str:
     failed = sum(c.status == "failed" for c in gates)
     checked = f"; {plural(len(gates), 'gate')} checked, {failed:,} failed" if gates else ""
     return (
-        f"{plural(len(result.tables), 'table')}: {counts or 'none'}{checked}; "
+        f"[bold]{plural(len(result.tables), 'table')}[/]: {counts or 'none'}{checked}; "
         f"exit code {result.exit_code} ({result.kind})"
     )
