@@ -89,7 +89,7 @@ def _figures(table: TableInspection) -> list[str]:
     s = table.summary
     gates, status = _gates(table.checks), _status(table)
     if s is None:
-        return ["", "", "", "", "", "", "", gates, status]
+        return ["-"] * 7 + [gates, status]
     exact = s.row_counts_exact
     small = "?" if s.small_files is None else f"{s.small_files:,}"
     if isinstance(s, IcebergSummary):
