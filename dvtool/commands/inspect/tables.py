@@ -218,19 +218,20 @@ def inspect_table(
     """Inspect one table and evaluate the gates on it; a failure is recorded, never raised
     (a KeyboardInterrupt still stops the run)."""
     from dvtool.delta.log.reader import DeltaLog
-    from dvtool.table import open_table
+    from dvtool.storage.table_storage import Storage
+    from dvtool.table import format_at
 
     outcome = TableInspection(location)
     try:
-        table = open_table(location, dict(storage_options or {}))
-        if isinstance(table, DeltaLog):
-            outcome.format = "delta"
-            outcome.result = run_inspect(table, request)
+        storage = Storage.for_table(location, dict(storage_options or {}))
+        outcome.format = format_at(storage)  # known even when the table cannot be read
+        if outcome.format == "delta":
+            outcome.result = run_inspect(DeltaLog(storage), request)
         else:
             from dvtool.commands.inspect.iceberg import run_inspect_iceberg
+            from dvtool.iceberg.tables import open_at
 
-            outcome.format = "iceberg"
-            outcome.result = run_inspect_iceberg(table, request)
+            outcome.result = run_inspect_iceberg(open_at(storage), request)
         _evaluate(outcome, gates)
     except DvtoolError as e:
         outcome.error = e

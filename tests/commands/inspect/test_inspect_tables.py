@@ -220,6 +220,23 @@ def test_verify_and_count_rows_are_passed_through(lake: Lake, tmp_path: Path) ->
     assert re.search(r"^dv: dv-\S+ ", human.stdout, re.M), human.stdout
 
 
+def test_unreadable_iceberg_metadata_fails_that_table_only(lake: Lake, tmp_path: Path) -> None:
+    """A copy of the Iceberg table whose current metadata file is cut in half: that table
+    fails as `inspect` on it alone does (its format still known), the other is inspected."""
+    ice = shutil.copytree(lake.table("warehouse/ice"), tmp_path / "ice")
+    shutil.copytree(lake.table("group/many"), tmp_path / "many")
+    truncate(max((ice / "metadata").glob("*.metadata.json")))
+    alone = run("inspect", ice, "--json")
+    assert alone.exit_code not in (0, 70), all_output(alone)
+
+    doc = _json("inspect", tmp_path, "-r", code=alone.exit_code)
+
+    broken, many = doc["tables"]
+    assert (broken["location"], broken["format"], broken["summary"]) == (str(ice), "iceberg", None)
+    assert broken["error"] == json.loads(alone.stdout)["error"]
+    assert many["status"] == "ok" and many["summary"]["num_files"] == 5
+
+
 def test_a_gate_that_cannot_be_measured_fails_its_table_with_a_usage_error(
     tmp_path: Path,
 ) -> None:
