@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from dvtool.commands.inspect.summary import TableSummary
 
 __all__ = [
-    "FORMATS",
     "Gate",
     "GateOutcome",
     "InspectTablesResult",
@@ -51,7 +50,6 @@ __all__ = [
     "run_inspect_tables",
 ]
 
-FORMATS = ("delta", "iceberg")
 PASSED, FAILED, NOT_APPLICABLE, UNMEASURED = "passed", "failed", "not-applicable", "error"
 Progress = Callable[[int], Callable[[int], None]]
 

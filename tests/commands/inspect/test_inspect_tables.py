@@ -280,10 +280,13 @@ def test_more_than_one_table_needs_recursive(lake: Lake) -> None:
     assert result.exit_code == 2 and "--recursive" in result.stderr
 
 
-def test_a_gate_no_format_has_is_a_usage_error_before_any_table_is_read(lake: Lake) -> None:
-    result = run("inspect", lake.root, "-r", "--check", "max-typos=1")
-    assert result.exit_code == 2 and "max-typos" in result.stderr
-    assert result.stdout == ""
+@pytest.mark.parametrize("gate", ["max-typos=1", "max-files=many", "max-dangling-deletes=-1"])
+def test_a_gate_no_format_can_read_is_a_usage_error_before_any_table_is_read(
+    lake: Lake, gate: str
+) -> None:
+    result = run("inspect", lake.root, "-r", "--check", gate)
+    assert result.exit_code == 2, all_output(result)
+    assert f"invalid --check {gate!r}" in result.stderr and result.stdout == ""
 
 
 # -- human output ------------------------------------------------------------------------------
