@@ -184,6 +184,24 @@ def test_exit_code_is_the_worst_of_the_tables(lake: Lake) -> None:
     assert missing.exit_code == exit_code_of("not-found")
 
 
+def test_a_bug_on_one_table_is_exit_70_and_the_others_are_inspected(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dvtool.commands.inspect.tables as tables
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(tables, "run_inspect", crash)  # Delta tables only
+    result = run("inspect", lake.root / "warehouse", lake.table("dv"), "-r", "--json", "-v")
+    assert result.exit_code == 70, all_output(result)
+    ice, dv = json.loads(result.stdout)["tables"]
+    assert (dv["kind"], dv["format"]) == ("internal", "delta")
+    assert "simulated bug" in dv["error"]["message"]
+    assert ice["status"] == "ok" and ice["summary"]["num_files"] == 2
+    assert "Traceback" in result.stderr and "RuntimeError: simulated bug" in result.stderr
+
+
 def test_a_prefix_without_tables_is_its_own_error(lake: Lake) -> None:
     plain = lake.table("group/plain")
     doc = _json("inspect", plain, lake.table("dv"), "-r", code=5)
