@@ -7,6 +7,8 @@ first use so that `import dvtool` stays cheap and starts nothing):
 - `dvtool.inspect(table, *, version=None, timestamp=None, files=False, history=None,
   verify=False, checks=None, count_rows=False, storage_options=None, catalog=None)
   -> InspectResult` (an Iceberg table: `IcebergInspectResult`)
+- `dvtool.inspect_tables(prefixes, *, recursive=True, checks=None, verify=False,
+  count_rows=False, storage_options=None) -> InspectTablesResult`
 - `dvtool.enable(table, *, storage_options=None) -> EnableResult`
 - `dvtool.delete(table, where, *, mode="auto", dry_run=False, spark=None,
   storage_options=None) -> DeleteResult`
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
         delete,
         enable,
         inspect,
+        inspect_tables,
         maintain,
         optimize,
         restore,
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
+    from dvtool.commands.inspect.tables import InspectTablesResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.optimize.command import OptimizeResult
@@ -65,6 +69,7 @@ __all__ = [
     "EnableResult",
     "IcebergInspectResult",
     "InspectResult",
+    "InspectTablesResult",
     "LogCleanupResult",
     "MaintainResult",
     "OptimizeResult",
@@ -76,6 +81,7 @@ __all__ = [
     "delete",
     "enable",
     "inspect",
+    "inspect_tables",
     "maintain",
     "optimize",
     "restore",
@@ -89,6 +95,7 @@ _HOMES = {
     "delete": "dvtool.api",
     "enable": "dvtool.api",
     "inspect": "dvtool.api",
+    "inspect_tables": "dvtool.api",
     "maintain": "dvtool.api",
     "optimize": "dvtool.api",
     "restore": "dvtool.api",
@@ -98,6 +105,7 @@ _HOMES = {
     "EnableResult": "dvtool.commands.enable",
     "InspectResult": "dvtool.commands.inspect.command",
     "IcebergInspectResult": "dvtool.commands.inspect.iceberg",
+    "InspectTablesResult": "dvtool.commands.inspect.tables",
     "LogCleanupResult": "dvtool.commands.log_cleanup",
     "MaintainResult": "dvtool.commands.maintain.command",
     "OptimizeResult": "dvtool.commands.optimize.command",

@@ -1,13 +1,13 @@
 """dvtool's Python API: the commands as functions, for Airflow, Dagster and notebooks.
 
-`inspect`, `enable`, `delete`, `optimize`, `vacuum`, `cleanup_log` (`vacuum --log`),
-`checkpoint` and `restore` take what the CLI takes, as keyword
-arguments, and return the command's result object; `result.to_dict()` is exactly the document
-`dvtool COMMAND --json` prints. Each opens the table at `table` (a local path or an fsspec URI
-such as `s3://bucket/t`, with `storage_options` for its backend, as `--storage-option` gives
-the CLI). With `spark=` (`delete` and `optimize`; a classic SparkSession or a Spark Connect
-one) the data-heavy part runs on that session: dvtool adds its own
-package to it (once per session, so the executors need only pyarrow and numpy, not dvtool),
+`inspect`, `inspect_tables` (every table under prefixes), `enable`, `delete`, `optimize`,
+`vacuum`, `cleanup_log` (`vacuum --log`), `checkpoint` and `restore` take what the CLI takes,
+as keyword arguments, and return the command's result object; `result.to_dict()` is exactly the
+document `dvtool COMMAND --json` prints. Each opens the table at `table` (a local path or an
+fsspec URI such as `s3://bucket/t`, with `storage_options` for its backend, as
+`--storage-option` gives the CLI). With `spark=` (`delete` and `optimize`; a classic
+SparkSession or a Spark Connect one) the data-heavy part runs on that session: dvtool adds its
+own package to it (once per session, so the executors need only pyarrow and numpy, not dvtool),
 sets the SQL confs it needs (`spark.sql.session.timeZone=UTC`, `spark.sql.ansi.enabled=true`,
 `spark.sql.execution.arrow.maxRecordsPerBatch`) only while it runs, restores them afterwards,
 and never stops the session. Without `spark=` it runs in-process on pyarrow.
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
+    from dvtool.commands.inspect.tables import InspectTablesResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.optimize.command import OptimizeResult
@@ -65,6 +66,7 @@ __all__ = [
     "delete",
     "enable",
     "inspect",
+    "inspect_tables",
     "maintain",
     "optimize",
     "restore",
@@ -119,6 +121,39 @@ def inspect(
 
     iceberg_checks = tuple(map(parse_iceberg_check, gates))
     return run_inspect_iceberg(opened, replace(request, checks=iceberg_checks))
+
+
+def inspect_tables(
+    prefixes: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    recursive: bool = True,
+    checks: Mapping[str, float] | None = None,
+    verify: bool = False,
+    count_rows: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> InspectTablesResult:
+    """Every table (Delta or Iceberg) at or under `prefixes`, each as `inspect` sees it,
+    with the same `checks`, `verify` and `count_rows`; `dvtool inspect PREFIX... -r`.
+
+    Without `recursive` the prefixes are the tables. A gate of one format only (`checks`
+    key) is not applicable on the other format's tables and does not fail them; a name no
+    format has raises `UsageError`. A table's failure never raises: `result.tables` holds
+    each one's `format`, `result` (the single-table `InspectResult` or
+    `IcebergInspectResult`), `checks`, `error` and `exit_code`; `result.exit_code` is the
+    worst of theirs.
+    """
+    from dvtool.commands.inspect.tables import run_inspect_tables
+
+    interrupts.begin_library_call()
+    paths = [prefixes] if isinstance(prefixes, (str, os.PathLike)) else list(prefixes)
+    return run_inspect_tables(
+        [os.fspath(p) for p in paths],
+        checks=[f"{k}={v}" for k, v in (checks or {}).items()],
+        verify=verify,
+        count_rows=count_rows,
+        recursive=recursive,
+        storage_options=storage_options,
+    )
 
 
 def enable(

@@ -1,7 +1,8 @@
 """Options and parameter types the `dvtool` subcommands share.
 
-`table_options` opens the table (TABLE plus `--storage-option`), `any_table_options` a
-Delta or Iceberg one (plus `--catalog`), `engine_options` turns
+`table_options` opens the table (TABLE plus `--storage-option`), `any_tables_options` and
+`open_any_table` a Delta or Iceberg one (plus `--catalog`, or every one under prefixes with
+`--recursive`), `engine_options` turns
 `--engine` and the Spark options into an engine factory, `TimestampParam` and `SizeParam`
 convert ISO timestamps and byte sizes; `json_option` and `limit_option` are the output flags.
 """
@@ -18,7 +19,9 @@ import click
 from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.engines.base import Engine
+    from dvtool.iceberg.tables import IcebergTable
 
 EngineFactory = Callable[[int], "Engine"]
 
@@ -139,28 +142,52 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("table", type=click.Path())(wrapped)
 
 
-def any_table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """TABLE, `--storage-option` and `--catalog` for a command that reads Delta and Iceberg
-    tables; the command receives the opened `table` (`dvtool.table.open_table`: a Delta log
-    or an Iceberg table). The format is detected without importing Iceberg's libraries."""
+def any_tables_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """TABLE (with `--recursive`, PREFIX...), `--storage-option`, `--catalog` and `-r` for a
+    command that reads Delta and Iceberg tables, one or every one under prefixes. The command
+    receives `targets` as typed, `storage_options` (a dict), `catalog` and `recursive`;
+    `open_any_table` opens the one TABLE without `--recursive`."""
 
     @functools.wraps(fn)
-    def opened(
-        *args: Any, table: str, storage_options: Sequence[str], catalog: str | None, **kwargs: Any
-    ) -> Any:
-        from dvtool.table import open_table
+    def parsed(*args: Any, storage_options: Sequence[str], **kwargs: Any) -> Any:
+        return fn(*args, storage_options=parse_storage_options(storage_options), **kwargs)
 
-        click.get_current_context().meta[TABLE_META] = table
-        options = parse_storage_options(storage_options)
-        return fn(*args, table=open_table(table, options, catalog), **kwargs)
-
+    wrapped = click.option(
+        "-r",
+        "--recursive",
+        is_flag=True,
+        help="Every table under each PREFIX (Delta: a directory holding _delta_log; Iceberg: "
+        "metadata/*.metadata.json), one row each; directories starting with _ or . are not "
+        "searched. --check, --verify and --count-rows apply to each; the exit code is the "
+        "worst of the tables'.",
+    )(parsed)
     wrapped = click.option(
         "--catalog",
         metavar="NAME",
         help="Open TABLE (namespace.table) through this Iceberg catalog, configured as "
         "pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__*).",
-    )(storage_options_option(opened))
-    return click.argument("table", type=click.Path())(wrapped)
+    )(storage_options_option(wrapped))
+    # A Path completes as a local path in every shell; URIs (s3://...) pass unchanged.
+    argument = click.argument(
+        "targets", nargs=-1, required=True, type=click.Path(), metavar="TABLE|PREFIX..."
+    )
+    return argument(wrapped)
+
+
+def open_any_table(
+    targets: Sequence[str], storage_options: dict[str, str], catalog: str | None
+) -> DeltaLog | IcebergTable:
+    """The one TABLE of `any_tables_options` opened in its format (`dvtool.table.open_table`:
+    detected without importing Iceberg's libraries); UsageError for more than one."""
+    from dvtool.table import open_table
+
+    if len(targets) != 1:
+        raise UsageError(
+            f"one TABLE at a time, not {len(targets)}, unless --recursive",
+            hint="Add -r (--recursive) to inspect every table under each argument.",
+        )
+    click.get_current_context().meta[TABLE_META] = targets[0]
+    return open_table(targets[0], storage_options, catalog)
 
 
 def engine_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -70,6 +70,7 @@ COMMANDS = {
     "history": ["inspect", TABLE, "--history"],
     "files": ["inspect", TABLE, "--files"],
     "maintain": ["maintain", PREFIX, "--recursive", "--dry-run"],
+    "tables": ["inspect", PREFIX, "--recursive", "--check", "max-files=100"],
     "vacuum": ["vacuum", TABLE, "--retain", "0h", "--force", "--dry-run"],
     "restore": ["restore", TABLE, "--version", "1", "--dry-run"],
 }
@@ -115,6 +116,15 @@ def _check_layout(name: str, text: str, width: int, cwd: Path) -> None:
         dropped = re.findall(r"(purge|compaction): would rewrite .*?dropping (\d+)", joined)
         assert [step for step, _ in dropped] == ["purge", "compaction"]
         assert sum(int(rows) for _, rows in dropped) == DELETED
+    elif name == "tables":
+        assert lines[0] == f"Tables under {PREFIX}" and str(cwd) not in text
+        relative = TABLE.removeprefix(f"{PREFIX}/")
+        if "┃" in text:
+            assert "┃ table" in text and "┃ status" in text
+            assert any(line.startswith(f"│ {relative} ") for line in lines)
+        else:
+            assert f"table: {relative}" in " ".join(line.strip() for line in lines)
+        assert lines[-1] == "1 table: 1 ok; 1 gate checked, 0 failed; exit code 0 (ok)"
     elif name == "vacuum":
         assert lines[0].startswith("dry run: vacuum of version")
         assert "Files to delete" in lines
@@ -216,7 +226,7 @@ def _on_terminal(args: list[str], cwd: Path, columns: int = 80) -> str:
     return ANSI.sub("", raw).replace("\r\n", "\n")
 
 
-@pytest.mark.parametrize("name", ["history", "files", "maintain", "inspect"])
+@pytest.mark.parametrize("name", ["history", "files", "maintain", "inspect", "tables"])
 def test_terminal_output_fits_the_terminal(workdir: Path, name: str) -> None:
     text = _on_terminal(COMMANDS[name], workdir)
     _check_layout(name, text, 80, workdir)

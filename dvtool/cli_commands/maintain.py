@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import click
 
@@ -15,7 +15,6 @@ from dvtool.cli_options import (
     parse_storage_options,
     storage_options_option,
 )
-from dvtool.errors import DvtoolError
 
 
 @click.command()
@@ -26,7 +25,8 @@ from dvtool.errors import DvtoolError
     "--recursive",
     is_flag=True,
     help="Maintain every Delta table (directory holding _delta_log) under each prefix; "
-    "directories starting with _ or . are not searched.",
+    "Iceberg tables found (metadata/) are listed, every step skipped; directories starting "
+    "with _ or . are not searched.",
 )
 @click.option("--dry-run", is_flag=True, help="Print each table's plan; write nothing.")
 @click.option(
@@ -88,6 +88,7 @@ def maintain(
         run_maintain,
     )
     from dvtool.render.renderer import Renderer
+    from dvtool.render.values import as_given
 
     request = MaintainRequest(
         purge_ratio=purge_ratio,
@@ -109,7 +110,7 @@ def maintain(
             engine_for=engine_for,
             progress=progress,
         )
-    renderer.maintain(result, _as_given(targets))
+    renderer.maintain(result, as_given(targets))
     ctx = click.get_current_context()
     if (ctx.find_root().obj or {}).get("verbose"):
         for table in result.tables:
@@ -117,21 +118,3 @@ def maintain(
                 e = table.exception
                 traceback.print_exception(type(e), e, e.__traceback__)
     ctx.exit(result.exit_code)
-
-
-def _as_given(targets: Sequence[str]) -> Callable[[str], str]:
-    """How a table found under the TARGETS is shown: as the user named its prefix (the
-    command's result holds resolved locations: absolute paths, URIs)."""
-    from dvtool.render.values import location_as_given
-    from dvtool.storage.locations import file_uri_to_path, local_abspath
-    from dvtool.storage.schemes import scheme_of
-
-    resolved: dict[str, str] = {}
-    for target in targets:
-        scheme = scheme_of(target)
-        try:
-            root = file_uri_to_path(target) if scheme == "file" else target
-        except DvtoolError:
-            continue
-        resolved[local_abspath(root) if scheme in (None, "file") else target] = target
-    return lambda location: location_as_given(location, resolved)

@@ -11,10 +11,11 @@ from dvtool.cli_options import (
     EngineFactory,
     HistoryParam,
     TimestampParam,
-    any_table_options,
+    any_tables_options,
     engine_options,
     json_option,
     limit_option,
+    open_any_table,
     table_options,
 )
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@any_table_options
+@any_tables_options
 @click.option(
     "--version",
     "version",
@@ -77,7 +78,10 @@ if TYPE_CHECKING:
 @json_option
 @limit_option
 def inspect(
-    table: DeltaLog | IcebergTable,
+    targets: Sequence[str],
+    storage_options: dict[str, str],
+    catalog: str | None,
+    recursive: bool,
     version: int | None,
     timestamp: int | None,
     files: bool,
@@ -88,7 +92,13 @@ def inspect(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Show a table (Delta or Iceberg), its files, its deletes and their health."""
+    """Show a table (Delta or Iceberg), its files, its deletes and their health; with
+    --recursive, every table under prefixes, one row each (for CI over a whole lake).
+
+    Exit code: 3 when a --check gate fails, 6 when --verify finds problems; with
+    --recursive, the worst of the tables' (internal 70, integrity 6, storage 8, not-found 5,
+    usage 2, check-failed 3).
+    """
     import dataclasses  # here, not at import: `dvtool --help` imports this module
 
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
@@ -105,6 +115,10 @@ def inspect(
         files_limit=None if as_json else limit,
     )
     renderer = Renderer(as_json, limit=limit)
+    if recursive:
+        _inspect_tables(targets, request, checks, storage_options, catalog, renderer)
+        return
+    table = open_any_table(targets, storage_options, catalog)
     if not isinstance(table, DeltaLog):
         _inspect_iceberg(table, request, checks, renderer)
         return
@@ -128,6 +142,54 @@ def _inspect_iceberg(
         result = run_inspect_iceberg(table, request, progress)
     renderer.inspect_iceberg(result)
     click.get_current_context().exit(result.exit_code)
+
+
+def _inspect_tables(
+    prefixes: Sequence[str],
+    request: InspectRequest,
+    checks: Sequence[str],
+    storage_options: dict[str, str],
+    catalog: str | None,
+    renderer: Renderer,
+) -> None:
+    """`inspect --recursive`: every table under `prefixes`, named relative to the prefix."""
+    import traceback
+
+    from dvtool.commands.inspect.tables import check_recursive_request, run_inspect_tables
+    from dvtool.errors import UsageError
+    from dvtool.render.values import as_given, relative_location
+
+    check_recursive_request(request)
+    if catalog is not None:
+        raise UsageError(
+            "--catalog cannot be used with --recursive: a catalog names one table",
+            hint="Give the prefixes of path tables, or inspect the catalog's table alone.",
+        )
+    with renderer.progress("inspecting") as progress:
+        result = run_inspect_tables(
+            prefixes,
+            checks=checks,
+            verify=request.verify,
+            count_rows=request.count_rows,
+            storage_options=storage_options,
+            progress=progress,
+        )
+    named = as_given(prefixes)
+    if len(prefixes) == 1:
+        renderer.inspect_tables(
+            result,
+            lambda loc: relative_location(named(loc), prefixes[0]),
+            f"Tables under {prefixes[0]}",
+        )
+    else:
+        renderer.inspect_tables(result, named)
+    ctx = click.get_current_context()
+    if (ctx.find_root().obj or {}).get("verbose"):
+        for table in result.tables:
+            if table.exception is not None:
+                e = table.exception
+                traceback.print_exception(type(e), e, e.__traceback__)
+    ctx.exit(result.exit_code)
 
 
 def _complete_checks(incomplete: str) -> list[CompletionItem]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
+    from dvtool.commands.inspect.tables import InspectTablesResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.manifest import ManifestResult
@@ -57,6 +58,18 @@ class Renderer(Output):
         from dvtool.render import inspect_iceberg as view
 
         view.show(self, result)
+
+    def inspect_tables(
+        self,
+        result: InspectTablesResult,
+        shown: Callable[[str], str] | None = None,
+        title: str = "Tables",
+    ) -> None:
+        """`inspect --recursive`; `shown(location)`: a table as the user named it (relative
+        to the prefix), default as the result holds it."""
+        from dvtool.render.inspect_tables import render_inspect_tables
+
+        render_inspect_tables(self, result, shown or (lambda location: location), title)
 
     # -- the other commands (their views: rewrites, restore, log, maintain) --------------------
 

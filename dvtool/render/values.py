@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dvtool.render.plain_console import KEEP
@@ -136,3 +136,21 @@ def location_as_given(location: str, prefixes: Mapping[str, str]) -> str:
         if base and location.startswith(base + "/"):
             return given.rstrip("/") + location[len(base) :] if given.rstrip("/") else location
     return location
+
+
+def as_given(targets: Sequence[str]) -> Callable[[str], str]:
+    """How a table found under TARGETS is shown: as the user named its prefix (a command's
+    result holds resolved locations: absolute paths, URIs); `location_as_given`."""
+    from dvtool.errors import DvtoolError
+    from dvtool.storage.locations import file_uri_to_path, local_abspath
+    from dvtool.storage.schemes import scheme_of
+
+    resolved: dict[str, str] = {}
+    for target in targets:
+        scheme = scheme_of(target)
+        try:
+            root = file_uri_to_path(target) if scheme == "file" else target
+        except DvtoolError:
+            continue
+        resolved[local_abspath(root) if scheme in (None, "file") else target] = target
+    return lambda location: location_as_given(location, resolved)
