@@ -285,8 +285,11 @@ def _configure_catalogs(
     from pyiceberg.utils.config import Config
 
     home.mkdir(parents=True, exist_ok=True)
-    config = {"catalog": {t.name: t.properties for t in tables}}
-    (home / ".pyiceberg.yaml").write_text(json.dumps(config))  # JSON is YAML
+    lines = ["catalog:"]  # block style: pyiceberg's strictyaml refuses flow style
+    for table in tables:
+        lines.append(f"  {table.name}:")
+        lines += [f"    {key}: {json.dumps(value)}" for key, value in table.properties.items()]
+    (home / ".pyiceberg.yaml").write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("PYICEBERG_HOME", str(home))
     monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())
 
