@@ -5,8 +5,8 @@ Delta command starts as fast as before it could open Iceberg tables
 (scripts/bench_startup.py, tests/test_import_budget.py): a location that names a
 `*.metadata.json` is Iceberg without any IO; otherwise one stat of `_delta_log/` decides
 for Delta, and only when it is absent is `metadata/` listed. A location that is neither
-gives Delta's not-found error (exit 5), which says why (a file, no such directory, no
-commits), with a hint naming both formats.
+is not found (exit 5): a directory holding neither, or Delta's not-found error, which says
+why (a file, no such directory), with a hint naming both formats.
 """
 
 from __future__ import annotations
@@ -65,9 +65,17 @@ def format_of_dir(storage: Storage, relative: str) -> Format | None:
 
 
 def _raise_not_found(storage: Storage) -> None:
-    """Delta's own not-found error (which says why), with the hint naming both formats."""
+    """Not a table: for a directory, that it holds neither format's files; else Delta's own
+    not-found error, which says why (a file, no such directory), with the hint naming both
+    formats."""
     from dvtool.delta.log.reader import DeltaLog
 
+    if storage.is_dir(storage.root):
+        raise TableNotFoundError(
+            f"no Delta or Iceberg table at {storage.root}: it holds neither {DELTA_LOG}/ nor "
+            f"{ICEBERG_METADATA}/ with a *.metadata.json",
+            hint=NOT_FOUND_HINT,
+        )
     try:
         DeltaLog(storage).list_files()
     except TableNotFoundError as e:

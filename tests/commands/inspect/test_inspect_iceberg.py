@@ -241,7 +241,10 @@ def test_format_detection(written: dict[str, Any], tmp_path: Path) -> None:
     result = run("inspect", tmp_path, "--json")
     assert result.exit_code == 5
     error = error_object(result)
-    assert error["message"] == f"no Delta table at {tmp_path}: _delta_log has no commits"
+    assert error["message"] == (
+        f"no Delta or Iceberg table at {tmp_path}: it holds neither _delta_log/ nor metadata/ "
+        "with a *.metadata.json"
+    )
     assert "metadata/" in error["hint"] and "--catalog" in error["hint"]
 
 
