@@ -4,7 +4,7 @@ sessions and fixture tables as tests/reference, never a second copy).
 
 Every test under tests/reference/, and every test elsewhere that uses an engine's fixture,
 is marked `reference_engines` and put in an xdist group by the engine it uses:
-`reference-delta:MODULE` (Delta Spark with the module's `spark_written` tables),
+`reference-delta:spark-written` (Delta Spark with the `spark_written` tables, built once),
 `reference-delta:TEST` (Delta Spark, a self-contained test such as one long story), or
 `reference-iceberg-paimon` (their fixture tables are built once per worker), so with
 `pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
@@ -55,8 +55,8 @@ def _group(item: pytest.Item) -> str | None:
     """The xdist group of a test by the engine fixtures it uses (directly or through other
     fixtures); None for a test that uses none outside tests/reference."""
     names = set(getattr(item, "fixturenames", ()))
-    if "spark_written" in names:  # module-scoped tables: the module's tests stay together
-        return f"reference-delta:{Path(str(item.path)).stem}"
+    if "spark_written" in names:  # its tables are built once per worker: keep them on one
+        return "reference-delta:spark-written"
     if names & DELTA_FIXTURES:  # self-contained (a story builds its own table): spread
         return f"reference-delta:{item.nodeid}"
     if names & ICEBERG_PAIMON_FIXTURES or HERE in Path(str(item.path)).resolve().parents:
