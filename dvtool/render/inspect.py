@@ -56,7 +56,7 @@ def summary_blocks(s: TableSummary) -> list[str | BoxTable]:
     if s.configuration:
         blocks.append(_properties(s.configuration))
     blocks.append(_schema(s))
-    blocks.append(_histogram(s.deleted_ratio_histogram))
+    blocks.append(histogram_table(s.deleted_ratio_histogram))
     return blocks
 
 
@@ -140,7 +140,7 @@ def _schema(s: TableSummary) -> BoxTable:
     return t
 
 
-def _histogram(buckets: Sequence[dict[str, Any]]) -> BoxTable:
+def histogram_table(buckets: Sequence[dict[str, Any]]) -> BoxTable:
     columns = [Column("bucket", "right"), Column("files", "right"), Column("bar")]
     t = BoxTable("Deleted ratio per file", columns, show_header=False)
     peak = max((b["files"] for b in buckets), default=0) or 1
@@ -236,11 +236,11 @@ def print_verify(renderer: Output, report: VerifyReport) -> None:
 def print_checks(renderer: Output, outcomes: Sequence[CheckOutcome]) -> None:
     for o in outcomes:
         mark = "[green]pass[/]" if o.passed else "[red]FAIL[/]"
-        actual, limit = _check_value(o.name, o.actual), _check_value(o.name, o.limit)
+        actual, limit = check_value_text(o.name, o.actual), check_value_text(o.name, o.limit)
         renderer.say(f"check {o.name}: {mark} (actual {actual}, limit {limit})")
 
 
-def _check_value(name: str, value: float) -> str:
+def check_value_text(name: str, value: float) -> str:
     """Sizes (`min-avg-file-size`) in bytes and units, counts and ratios as numbers."""
     if name.endswith("-size"):
         exact = f"{int(value):,} B"

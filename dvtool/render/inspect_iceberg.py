@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvtool.render.box_table import BoxTable, Column
-from dvtool.render.inspect import _histogram, print_checks
+from dvtool.render.inspect import histogram_table, print_checks
 from dvtool.render.plain_console import KEEP, escape, wrap
 from dvtool.render.values import format_bytes, format_time, format_value, plural, relative_location
 
@@ -70,7 +70,7 @@ def summary_blocks(s: IcebergSummary) -> list[str | BoxTable]:
     if s.properties:
         blocks.append(_properties(s.properties))
     blocks.append(_schema(s.schema))
-    blocks.append(_histogram(s.deleted_ratio_histogram))
+    blocks.append(histogram_table(s.deleted_ratio_histogram))
     return blocks
 
 

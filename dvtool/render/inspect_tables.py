@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dvtool.render.box_table import BoxTable, Column
-from dvtool.render.inspect import _check_value
-from dvtool.render.maintain import _names
+from dvtool.render.inspect import check_value_text
 from dvtool.render.plain_console import escape
-from dvtool.render.values import plural
+from dvtool.render.values import names_location, plural
 
 if TYPE_CHECKING:
     from dvtool.commands.inspect.tables import GateOutcome, InspectTablesResult, TableInspection
@@ -132,7 +131,7 @@ def _detail_lines(table: TableInspection) -> list[str]:
     lines = []
     for c in table.checks:
         if c.status == "failed" and c.actual is not None:
-            actual, limit = _check_value(c.name, c.actual), _check_value(c.name, c.limit)
+            actual, limit = check_value_text(c.name, c.actual), check_value_text(c.name, c.limit)
             lines.append(f"check {c.name}: [red]FAIL[/] (actual {actual}, limit {limit})")
         elif c.status == "error" and (table.error is None or table.error.message != c.detail):
             lines.append(f"check {c.name}: [red]not measured[/]: {escape(c.detail or '')}")
@@ -157,7 +156,7 @@ def _print_error(out: Output, table: TableInspection, shown: Callable[[str], str
     error = table.to_json()["error"] or {}
     message = str(error.get("message"))
     # The table's location, unless the message names it already (a missing prefix did).
-    where = "" if _names(message, table.location) else f"{shown(table.location)}: "
+    where = "" if names_location(message, table.location) else f"{shown(table.location)}: "
     out.warn(f"{where}{message}", "[bold red]error:[/]")
     if error.get("hint"):
         out.warn(str(error["hint"]), " ")

@@ -13,14 +13,12 @@ headers are never cut and paths break only at `/`.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dvtool.render.box_table import BoxTable, Column
 from dvtool.render.plain_console import escape
-from dvtool.render.values import format_bytes, plural
+from dvtool.render.values import format_bytes, names_location, plural
 
 if TYPE_CHECKING:
     from dvtool.commands.maintain.command import MaintainResult, StepOutcome, TableOutcome
@@ -121,21 +119,10 @@ def _print_error(renderer: Output, table: TableOutcome, shown: Callable[[str], s
     error = table.to_json()["error"] or {}
     message = str(error.get("message"))
     # The table's location, unless the message names it already (a missing prefix did).
-    where = "" if _names(message, table.location) else f"{shown(table.location)}: "
+    where = "" if names_location(message, table.location) else f"{shown(table.location)}: "
     renderer.warn(f"{where}{message}", "[bold red]error:[/]")
     if error.get("hint"):
         renderer.warn(str(error["hint"]), " ")
-
-
-def _names(message: str, location: str) -> bool:
-    """Whether `message` names `location` as typed or, for a local path, as an absolute
-    path: as a whole path (`t` is not named by "table" but is by "/tmp/x/t:")."""
-    spellings = {location.rstrip("/")}
-    if "://" not in location:
-        spellings.add(os.path.abspath(location))
-    return any(
-        re.search(rf"(^|[\s/'\"]){re.escape(s)}($|[\s:;,'\"])", message) for s in spellings if s
-    )
 
 
 def _totals(result: MaintainResult) -> str:

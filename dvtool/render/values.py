@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -154,3 +156,14 @@ def as_given(targets: Sequence[str]) -> Callable[[str], str]:
             continue
         resolved[local_abspath(root) if scheme in (None, "file") else target] = target
     return lambda location: location_as_given(location, resolved)
+
+
+def names_location(message: str, location: str) -> bool:
+    """Whether `message` names `location` as typed or, for a local path, as an absolute
+    path: as a whole path (`t` is not named by "table" but is by "/tmp/x/t:")."""
+    spellings = {location.rstrip("/")}
+    if "://" not in location:
+        spellings.add(os.path.abspath(location))
+    return any(
+        re.search(rf"(^|[\s/'\"]){re.escape(s)}($|[\s:;,'\"])", message) for s in spellings if s
+    )
