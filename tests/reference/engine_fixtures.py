@@ -73,16 +73,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if group is not None:
             item.add_marker(pytest.mark.reference_engines)
             item.add_marker(pytest.mark.xdist_group(group))
-    # The reference engines' tests first, then the other groups (Spark clusters and
-    # sessions), then the rest, each in collection order: xdist hands out work units in this
-    # order, so the long ones start first and the many short tests fill the gaps at the end.
-    items.sort(key=_schedule_rank)
-
-
-def _schedule_rank(item: pytest.Item) -> int:
-    if item.get_closest_marker("reference_engines") is not None:
-        return 0
-    return 1 if item.get_closest_marker("xdist_group") is not None else 2
 
 
 @pytest.fixture(scope="session")
