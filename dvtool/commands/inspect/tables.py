@@ -24,14 +24,13 @@ memory at a time.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.inspect.checks import CHECK_NAMES, evaluate_checks, parse_check
 from dvtool.commands.inspect.command import InspectRequest, InspectResult, run_inspect
-from dvtool.commands.result import CommandResult
+from dvtool.commands.result import CommandResult, table_error_json
 from dvtool.commands.table_discovery import discover_tables
 from dvtool.errors import DvtoolError, UsageError, exit_code_of, worst_kind
 
@@ -186,18 +185,7 @@ class TableInspection:
         }
 
     def _error_json(self) -> dict[str, Any] | None:
-        if self.exception is not None:
-            e = self.exception
-            return {
-                "code": exit_code_of("internal"),
-                "kind": "internal",
-                "message": f"internal error, please report: {type(e).__name__}: {e}",
-                "hint": "Run with -v for the traceback.",
-            }
-        if self.error is None:
-            return None
-        table = shlex.quote(self.location)
-        return self.error.with_fallback_hint("dvtool inspect", table).to_json()
+        return table_error_json("inspect", self.location, self.error, self.exception)
 
 
 def _summary_json(result: InspectResult | IcebergInspectResult | None) -> dict[str, Any] | None:

@@ -31,7 +31,6 @@ code is the worst of the tables' (by `dvtool.errors.SEVERITY`); skipped work is 
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from dvtool.commands.maintain.plan import (
     table_settings,
 )
 from dvtool.commands.optimize.command import OptimizeRequest, OptimizeResult, run_optimize
-from dvtool.commands.result import CommandResult
+from dvtool.commands.result import CommandResult, table_error_json
 from dvtool.commands.table_discovery import discover_tables
 from dvtool.commands.vacuum.command import VacuumRequest, run_vacuum
 from dvtool.delta.log.reader import DeltaLog, open_log
@@ -164,17 +163,7 @@ class TableOutcome:
 
 
 def _error_json(table: TableOutcome) -> dict[str, Any] | None:
-    if table.exception is not None:
-        e = table.exception
-        return {
-            "code": exit_code_of("internal"),
-            "kind": "internal",
-            "message": f"internal error, please report: {type(e).__name__}: {e}",
-            "hint": "Run with -v for the traceback.",
-        }
-    if table.error is None:
-        return None
-    return table.error.with_fallback_hint("dvtool maintain", shlex.quote(table.location)).to_json()
+    return table_error_json("maintain", table.location, table.error, table.exception)
 
 
 @dataclass(frozen=True)
