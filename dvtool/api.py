@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from dvtool.commands.checkpoint import CheckpointResult
     from dvtool.commands.delete.command import DeleteResult
+    from dvtool.commands.delete.iceberg import IcebergDeleteResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.optimize.command import OptimizeResult
+    from dvtool.commands.optimize.iceberg import IcebergOptimizeResult
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
     from dvtool.delta.log.reader import DeltaLog
@@ -220,22 +222,38 @@ def delete(
     dry_run: bool = False,
     spark: Any = None,
     storage_options: Mapping[str, str] | None = None,
-) -> DeleteResult:
+    catalog: str | None = None,
+) -> DeleteResult | IcebergDeleteResult:
     """Delete the rows of `table` matching `where`; what `dvtool delete` does.
 
     `where` is a Spark SQL boolean predicate on the table's columns. `mode` is `"dv"`
-    (write deletion vectors), `"cow"` (rewrite the files without the rows) or `"auto"` (`dv`
-    when the table enables deletion vectors). `dry_run` plans and writes nothing. `spark` is a
-    SparkSession to scan (and for `cow` rewrite) on, kept running; None runs in-process.
-    Returns the `DeleteResult`: `version` is the committed version (None for a dry run or
-    when nothing matched), `metrics` Delta's operation metrics, `changes` one entry per file.
+    (merge-on-read: deletion vectors; on Iceberg tables position deletes (v2) or deletion
+    vectors (v3)), `"cow"` (rewrite the files without the rows) or `"auto"` (`dv` when the
+    table enables deletion vectors; Iceberg: when `write.delete.mode` is merge-on-read).
+    `dry_run` plans and writes nothing. `spark` is a SparkSession to scan (and for `cow`
+    rewrite) on, kept running; None runs in-process (Iceberg tables always in-process).
+    `catalog` opens an Iceberg table (`namespace.table`) through a pyiceberg catalog.
+    Returns the `DeleteResult` (`version`: the committed version, None for a dry run or when
+    nothing matched; `metrics` Delta's operation metrics; `changes` one entry per file), or
+    for an Iceberg table the `IcebergDeleteResult` (`snapshot_id` instead of `version`).
     Conflicting concurrent commits are retried (re-planned) up to 10 times.
     """
     from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.table import open_table
 
-    log = _open(table, storage_options)
+    request = DeleteRequest(where, mode, dry_run)
+    interrupts.begin_library_call()
+    opened = open_table(os.fspath(table), dict(storage_options or {}), catalog)
+    if not isinstance(opened, DeltaLog):
+        from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
+
+        if spark is not None:
+            raise UsageError("the Spark engine does not scan Iceberg tables yet: spark=None")
+        storage = scan_storage(opened, dict(storage_options or {}))
+        return run_delete_iceberg(opened, request, storage)
     with _engine(spark) as engine:
-        return run_delete(log, DeleteRequest(where, mode, dry_run), engine=engine)
+        return run_delete(opened, request, engine=engine)
 
 
 def optimize(
@@ -248,7 +266,10 @@ def optimize(
     dry_run: bool = False,
     spark: Any = None,
     storage_options: Mapping[str, str] | None = None,
-) -> OptimizeResult:
+    rewrite_deletes: bool = False,
+    convert_equality: bool = False,
+    catalog: str | None = None,
+) -> OptimizeResult | IcebergOptimizeResult:
     """Purge deletion vectors (`purge=True`) or compact small files; what `dvtool optimize` does.
 
     With `purge`, files with deletion vectors are rewritten without their deleted rows
@@ -259,13 +280,39 @@ def optimize(
     plans and writes nothing. `spark` is a SparkSession to rewrite on, kept running; None
     rewrites in-process. Returns the `OptimizeResult`: `versions` the committed versions,
     `bins` the planned output files, `metrics` Delta's operation metrics.
+
+    Iceberg tables (`catalog` opens one through a pyiceberg catalog): `rewrite_deletes`
+    combines position deletes per partition (v3: into deletion vectors) and
+    `convert_equality` turns equality deletes into position deletes or DVs; one of them is
+    required. Returns the `IcebergOptimizeResult` (`snapshot_id`, `metrics`).
     """
     from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.table import open_table
 
-    log = _open(table, storage_options)
+    interrupts.begin_library_call()
+    opened = open_table(os.fspath(table), dict(storage_options or {}), catalog)
+    if not isinstance(opened, DeltaLog):
+        from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
+
+        chosen = [
+            n
+            for n, on in (
+                ("rewrite-deletes", rewrite_deletes),
+                ("convert-equality", convert_equality),
+            )
+            if on
+        ]
+        if len(chosen) != 1 or purge:
+            raise UsageError(
+                "on Iceberg tables give one of rewrite_deletes=True or convert_equality=True"
+            )
+        return run_optimize_iceberg(opened, IcebergOptimizeRequest(chosen[0], dry_run))
+    if rewrite_deletes or convert_equality:
+        raise UsageError("rewrite_deletes and convert_equality apply to Iceberg tables only")
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)
     with _engine(spark) as engine:
-        return run_optimize(log, request, lambda _bytes: engine)
+        return run_optimize(opened, request, lambda _bytes: engine)
 
 
 def restore(

@@ -142,6 +142,32 @@ def table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("table", type=click.Path())(wrapped)
 
 
+def any_table_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """TABLE, `--storage-option` and `--catalog` for a command that writes one Delta or
+    Iceberg table: the command receives `table` opened in its format (a `DeltaLog` or an
+    `IcebergTable`) and `storage_options` (a dict: Iceberg data files are read with them)."""
+
+    @functools.wraps(fn)
+    def opened(
+        *args: Any, table: str, storage_options: Sequence[str], catalog: str | None, **kwargs: Any
+    ) -> Any:
+        from dvtool.table import open_table
+
+        click.get_current_context().meta[TABLE_META] = table
+        options = parse_storage_options(storage_options)
+        return fn(
+            *args, table=open_table(table, options, catalog), storage_options=options, **kwargs
+        )
+
+    wrapped = click.option(
+        "--catalog",
+        metavar="NAME",
+        help="Open TABLE (namespace.table) through this Iceberg catalog, configured as "
+        "pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__*).",
+    )(storage_options_option(opened))
+    return click.argument("table", type=click.Path())(wrapped)
+
+
 def any_tables_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """TABLE (with `--recursive`, PREFIX...), `--storage-option`, `--catalog` and `-r` for a
     command that reads Delta and Iceberg tables, one or every one under prefixes. The command

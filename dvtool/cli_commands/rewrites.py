@@ -9,14 +9,19 @@ import click
 from dvtool.cli_options import (
     EngineFactory,
     SizeParam,
+    any_table_options,
     engine_options,
     json_option,
     limit_option,
     table_options,
 )
+from dvtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dvtool.commands.delete.command import DeleteRequest
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.iceberg.tables import IcebergTable
+    from dvtool.render.renderer import Renderer
 
 
 @click.command()
@@ -32,21 +37,24 @@ def enable(log: DeltaLog, as_json: bool) -> None:
 
 
 @click.command()
-@table_options
+@any_table_options
 @click.option("--where", "where", required=True, metavar="SQL", help="Spark SQL boolean predicate.")
 @click.option(
     "--mode",
     type=click.Choice(["auto", "dv", "cow"]),
     default="auto",
     show_default=True,
-    help="dv: write deletion vectors; cow: rewrite files; auto: dv when the table enables DVs.",
+    help="dv: merge-on-read (Delta: deletion vectors; Iceberg: position deletes on v2, "
+    "deletion vectors on v3); cow: rewrite files; auto: dv when the table enables DVs "
+    "(Iceberg: write.delete.mode=merge-on-read).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @engine_options
 @json_option
 @limit_option
 def delete(
-    log: DeltaLog,
+    table: DeltaLog | IcebergTable,
+    storage_options: dict[str, str],
     where: str,
     mode: str,
     dry_run: bool,
@@ -54,24 +62,56 @@ def delete(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Delete the rows matching --where (merge-on-read with deletion vectors)."""
+    """Delete the rows matching --where (merge-on-read: deletion vectors; Iceberg: position
+    deletes or deletion vectors)."""
     from dvtool.commands.delete.command import DeleteRequest, run_delete
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json, limit=limit)
+    request = DeleteRequest(where, mode, dry_run)
+    if not isinstance(table, DeltaLog):
+        _delete_iceberg(table, storage_options, request, engine_for, renderer)
+        return
     with renderer.progress("scanning") as progress:
-        result = run_delete(
-            log,
-            DeleteRequest(where, mode, dry_run),
-            progress=progress,
-            engine_for=engine_for,
-        )
+        result = run_delete(table, request, progress=progress, engine_for=engine_for)
     renderer.delete(result)
 
 
+def _delete_iceberg(
+    table: IcebergTable,
+    storage_options: dict[str, str],
+    request: DeleteRequest,
+    engine_for: EngineFactory,
+    renderer: Renderer,
+) -> None:
+    from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
+
+    with renderer.progress("scanning") as progress:
+        result = run_delete_iceberg(
+            table,
+            request,
+            scan_storage(table, storage_options),
+            engine_for=engine_for,
+            progress=progress,
+        )
+    renderer.delete_iceberg(result)
+
+
 @click.command()
-@table_options
+@any_table_options
 @click.option("--purge", is_flag=True, help="Rewrite files with DVs without their deleted rows.")
+@click.option(
+    "--rewrite-deletes",
+    is_flag=True,
+    help="Iceberg: combine position deletes per partition and drop dangling ones; on v3 "
+    "tables turn them into deletion vectors.",
+)
+@click.option(
+    "--convert-equality",
+    is_flag=True,
+    help="Iceberg: turn equality deletes into position deletes (v2) or deletion vectors (v3).",
+)
 @click.option(
     "--min-deleted-ratio",
     type=float,
@@ -99,8 +139,11 @@ def delete(
 @json_option
 @limit_option
 def optimize(
-    log: DeltaLog,
+    table: DeltaLog | IcebergTable,
+    storage_options: dict[str, str],
     purge: bool,
+    rewrite_deletes: bool,
+    convert_equality: bool,
     min_deleted_ratio: float | None,
     target_size: int | None,
     where: str | None,
@@ -110,15 +153,56 @@ def optimize(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Purge DVs by rewriting files (--purge), or compact small files."""
+    """Purge DVs by rewriting files (--purge), or compact small files; on Iceberg tables
+    also rewrite delete files (--rewrite-deletes, --convert-equality)."""
     from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.render.renderer import Renderer
 
     renderer = Renderer(as_json, limit=limit)
+    if not isinstance(table, DeltaLog):
+        _optimize_iceberg(table, purge, rewrite_deletes, convert_equality, dry_run, renderer)
+        return
+    if rewrite_deletes or convert_equality:
+        flag = "--rewrite-deletes" if rewrite_deletes else "--convert-equality"
+        raise UsageError(
+            f"{flag} applies to Iceberg tables; a Delta table has no delete files",
+            hint="Use --purge to apply a Delta table's deletion vectors.",
+        )
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run, batch_size)
     with renderer.progress("rewriting") as progress:
-        result = run_optimize(log, request, engine_for, progress)
+        result = run_optimize(table, request, engine_for, progress)
     renderer.optimize(result)
+
+
+def _optimize_iceberg(
+    table: IcebergTable,
+    purge: bool,
+    rewrite_deletes: bool,
+    convert_equality: bool,
+    dry_run: bool,
+    renderer: Renderer,
+) -> None:
+    from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
+
+    chosen = [
+        name
+        for name, flag in (
+            ("rewrite-deletes", rewrite_deletes),
+            ("convert-equality", convert_equality),
+            ("purge", purge),
+        )
+        if flag
+    ]
+    if len(chosen) != 1 or chosen == ["purge"]:
+        raise UsageError(
+            "on Iceberg tables give one of --rewrite-deletes or --convert-equality"
+            if len(chosen) != 1
+            else "--purge of Iceberg tables is not supported yet",
+            hint="dvtool optimize TABLE --rewrite-deletes (or --convert-equality).",
+        )
+    result = run_optimize_iceberg(table, IcebergOptimizeRequest(chosen[0], dry_run))
+    renderer.optimize_iceberg(result)
 
 
 @click.command()

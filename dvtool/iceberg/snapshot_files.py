@@ -27,17 +27,43 @@ if TYPE_CHECKING:
 FILE_PATH_FIELD_ID = 2147483546
 
 
-def _v3_field(record: Any, name: str) -> Any:
-    """A data_file field pyiceberg has no property for, by its position in the v3 struct."""
+_V3_NAMES = (
+    "first_row_id",
+    "referenced_data_file",
+    "content_offset",
+    "content_size_in_bytes",
+)
+
+
+def _v3_positions() -> dict[str, int]:
     from pyiceberg.manifest import DATA_FILE_TYPE
 
     names = [f.name for f in DATA_FILE_TYPE[3].fields]
-    position = names.index(name)
+    return {name: names.index(name) for name in _V3_NAMES}
+
+
+class _Positions(dict[str, int]):
+    """The positions of the v3 fields in pyiceberg's data_file struct, looked up once."""
+
+    def __missing__(self, key: str) -> int:
+        self.update(_v3_positions())
+        return self[key]
+
+
+_V3_POSITION = _Positions()
+
+
+def _v3_field(record: Any, name: str) -> Any:
+    """A data_file field pyiceberg has no property for, by its position in the v3 struct."""
+    position = _V3_POSITION[name]
     return record[position] if position < len(record) else None
 
 
-def manifest_entries(manifest: Any, io: FileIO, format_version: int) -> list[Any]:
-    """The live (not DELETED) entries of a manifest, read with the table version's schema."""
+def manifest_entries(
+    manifest: Any, io: FileIO, format_version: int, *, deleted: bool = False
+) -> list[Any]:
+    """The live (not DELETED) entries of a manifest, read with the table version's schema;
+    `deleted`: the DELETED entries too (what a snapshot removed)."""
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import (
         MANIFEST_ENTRY_SCHEMAS,
@@ -56,11 +82,34 @@ def manifest_entries(manifest: Any, io: FileIO, format_version: int) -> list[Any
         read_types={-1: ManifestEntry, 2: DataFile},
         read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
     ) as reader:
-        return [
-            _inherit_from_manifest(entry, manifest)
-            for entry in reader
-            if entry.status != ManifestEntryStatus.DELETED
-        ]
+        entries = [_inherit_from_manifest(entry, manifest) for entry in reader]
+    if format_version >= 3:
+        inherit_first_row_ids(entries, getattr(manifest, "first_row_id", None))
+    return [e for e in entries if deleted or e.status != ManifestEntryStatus.DELETED]
+
+
+def inherit_first_row_ids(entries: list[Any], first_row_id: int | None) -> None:
+    """Set the `first_row_id` a v3 data file inherits (spec.md "First Row ID Inheritance"):
+    the manifest's `first_row_id` plus the record counts of the earlier files in the
+    manifest without one. A manifest without `first_row_id` (written before the table was
+    v3) leaves them null: those rows have no row ids."""
+    if first_row_id is None:
+        return
+    position = _V3_POSITION["first_row_id"]
+    next_id = first_row_id
+    for entry in entries:
+        record = entry.data_file
+        if int(record.content) != 0 or position >= len(record):
+            continue
+        if record[position] is None:
+            record[position] = next_id
+            next_id += record.record_count
+
+
+def first_row_id(record: Any) -> int | None:
+    """A v3 data file's (inherited) `first_row_id`, None when it has none."""
+    value = _v3_field(record, "first_row_id")
+    return None if value is None else int(value)
 
 
 def _partition(record: Any) -> tuple[Any, ...]:

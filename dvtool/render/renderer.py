@@ -17,6 +17,7 @@ from dvtool.render.output import Output
 if TYPE_CHECKING:  # one command runs per process: do not import the others (start-up time)
     from dvtool.commands.checkpoint import CheckpointResult
     from dvtool.commands.delete.command import DeleteResult
+    from dvtool.commands.delete.iceberg import IcebergDeleteResult
     from dvtool.commands.downgrade.command import DowngradeResult
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.maintain.command import MaintainResult
     from dvtool.commands.manifest import ManifestResult
     from dvtool.commands.optimize.command import OptimizeResult
+    from dvtool.commands.optimize.iceberg import IcebergOptimizeResult
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
 
@@ -83,10 +85,20 @@ class Renderer(Output):
 
         render_rewrites.delete(self, result)
 
+    def delete_iceberg(self, result: IcebergDeleteResult) -> None:
+        from dvtool.render import iceberg_rewrites as view
+
+        view.delete(self, result)
+
     def optimize(self, result: OptimizeResult) -> None:
         from dvtool.render import rewrites as render_rewrites
 
         render_rewrites.optimize(self, result)
+
+    def optimize_iceberg(self, result: IcebergOptimizeResult) -> None:
+        from dvtool.render import iceberg_rewrites as view
+
+        view.optimize(self, result)
 
     def manifest(self, result: ManifestResult) -> None:
         from dvtool.render import rewrites as render_rewrites

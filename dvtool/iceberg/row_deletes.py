@@ -1,0 +1,104 @@
+"""Recording row deletes in the form a table's format version requires.
+
+- v2: position delete files, one per partition (spec id and partition values) per commit,
+  each holding the given positions of the partition's data files;
+- v3: deletion vectors, one Puffin file per commit, one DV per data file; a data file's
+  DV must hold every position deleted by position (its old DV, its position delete files
+  and the new rows), since the spec allows one DV per data file; the entries it replaces
+  (`file_scoped`) are removed in the same snapshot.
+
+Callers choose the positions (`delete` writes only new rows on v2; rewriting position
+deletes writes all of a partition's live positions) and record every file written in
+`written` before it exists, so the commit path can delete it if the commit provably did
+not land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyroaring import BitMap64
+
+from dvtool.iceberg.delete_files import (
+    DataFileDeletes,
+    FileNamer,
+    parquet_codec,
+    write_deletion_vectors,
+    write_position_deletes,
+)
+from dvtool.iceberg.delete_index import AppliedDeletes, DeleteContent
+from dvtool.iceberg.snapshot_producer import AddedFile
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.table.metadata import TableMetadata
+
+    from dvtool.iceberg.live_files import LiveDataFile
+    from dvtool.iceberg.transaction import Written
+
+EntryKey = tuple[str, "int | None"]
+"""A manifest entry to remove: (file_path, content_offset); DV blobs share a Puffin path."""
+
+
+def file_scoped(applied: AppliedDeletes, data_path: str) -> set[EntryKey]:
+    """The delete entries that apply to `data_path` alone: its DV, and position delete files
+    whose `referenced_data_file` (or `file_path` bounds) name only it."""
+    found: set[EntryKey] = set()
+    dv = applied.deletion_vector
+    if dv is not None:
+        found.add((dv.path, dv.content_offset))
+    for entry in applied.position:
+        if entry.content is DeleteContent.POSITION and entry.target() == data_path:
+            found.add((entry.path, entry.content_offset))
+    return found
+
+
+def write_dvs(
+    io: FileIO, namer: FileNamer, files: Sequence[tuple[LiveDataFile, BitMap64]], written: Written
+) -> list[AddedFile]:
+    """One Puffin file with a DV per data file (the positions given are the whole DV)."""
+    wanted = [(f, rows) for f, rows in files if len(rows)]
+    if not wanted:
+        return []
+    deletes = [
+        DataFileDeletes(f.path, f.entry.spec_id, f.record.partition, rows) for f, rows in wanted
+    ]
+    location = namer.location(len(namer.used) + 1, "", "-deletes.puffin")
+    namer.used.append(location)
+    written.add([location])
+    return [AddedFile(record) for record in write_deletion_vectors(io, location, deletes)]
+
+
+def write_position_files(
+    io: FileIO,
+    namer: FileNamer,
+    metadata: TableMetadata,
+    files: Sequence[tuple[LiveDataFile, BitMap64]],
+    written: Written,
+) -> list[AddedFile]:
+    """One position delete file per partition holding the given positions."""
+    groups: dict[tuple[int, tuple[Any, ...]], list[tuple[LiveDataFile, BitMap64]]] = {}
+    for f, rows in files:
+        if len(rows):
+            groups.setdefault((f.entry.spec_id, f.entry.partition), []).append((f, rows))
+    codec = parquet_codec(metadata.properties)
+    added = []
+    for (spec_id, _), members in sorted(groups.items(), key=repr):
+        partition = members[0][0].record.partition
+        location = namer.location(
+            len(namer.used) + 1, partition_path(metadata, spec_id, partition), "-deletes.parquet"
+        )
+        namer.used.append(location)
+        written.add([location])
+        deletes = [DataFileDeletes(f.path, spec_id, partition, rows) for f, rows in members]
+        added.append(AddedFile(write_position_deletes(io, location, deletes, codec)))
+    return added
+
+
+def partition_path(metadata: TableMetadata, spec_id: int, partition: Any) -> str:
+    """The partition's folder, as Iceberg writers name it (`spec.partition_to_path`)."""
+    spec = metadata.specs()[spec_id]
+    if not spec.fields:
+        return ""
+    return str(spec.partition_to_path(partition, metadata.schema()))
