@@ -42,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.table.refs import SnapshotRefType
+
 from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.iceberg.manifest_writers import (
     DEFAULT_AVRO_CODEC,
@@ -173,7 +175,7 @@ def produce_snapshot(
     return ProducedSnapshot(
         snapshot,
         _updates(metadata, snapshot, branch),
-        _requirements(metadata, base, branch),
+        _requirements(metadata, branch),
         tuple(commit.written),
     )
 
@@ -189,12 +191,17 @@ def _check(metadata: TableMetadata, changes: SnapshotChanges) -> None:
 
 
 def _branch_head(metadata: TableMetadata, branch: str) -> Snapshot | None:
-    """The branch's current snapshot (None: a new branch, or a table without snapshots)."""
+    """The snapshot the new one builds on: the branch's current snapshot; for a branch
+    that does not exist yet, the table's current snapshot (Java's
+    `SnapshotUtil.latestSnapshot`); None for a table without snapshots."""
     ref = metadata.refs.get(branch)
     if ref is None:
-        return None
-    if str(ref.snapshot_ref_type) not in ("branch", "SnapshotRefType.BRANCH"):
-        raise ValueError(f"{branch!r} is a tag, not a branch")
+        return metadata.current_snapshot()
+    if ref.snapshot_ref_type != SnapshotRefType.BRANCH:
+        raise WriteRefusedError(
+            f"{branch!r} is a tag, not a branch: a tag cannot take new snapshots",
+            hint="Write to a branch (main, or one made with ALTER TABLE ... CREATE BRANCH).",
+        )
     snapshot = metadata.snapshot_by_id(ref.snapshot_id)
     if snapshot is None:
         raise ValueError(f"branch {branch!r} names a missing snapshot {ref.snapshot_id}")
@@ -220,14 +227,23 @@ def metadata_path(metadata: TableMetadata) -> str:
 
 
 def _codec(metadata: TableMetadata) -> AvroCompressionCodec:
-    name = metadata.properties.get(AVRO_COMPRESSION, DEFAULT_AVRO_CODEC)
+    """The Avro codec `write.avro.compression-codec` asks for; WriteRefusedError when it is
+    unknown or its library is not installed (snappy needs python-snappy)."""
+    from pyiceberg.avro.codecs import KNOWN_CODECS
+
+    name = str(metadata.properties.get(AVRO_COMPRESSION, DEFAULT_AVRO_CODEC))
     try:
-        return avro_codec(name)
-    except ValueError:
+        codec = avro_codec(name)
+        implementation = KNOWN_CODECS[codec]
+        if implementation is not None:
+            implementation.compress(b"")
+    except (ValueError, ImportError) as e:
         raise WriteRefusedError(
-            f"the table's {AVRO_COMPRESSION} is {name!r}, which dvtool cannot write",
-            hint="Set it to gzip, zstd, snappy or uncompressed.",
+            f"the table's {AVRO_COMPRESSION} is {name!r}, which dvtool cannot write: {e}",
+            hint="Install the codec's library (pip install 'pyiceberg[snappy]' for snappy), "
+            "or set the property to gzip, zstd or uncompressed.",
         ) from None
+    return codec
 
 
 def _write_snapshot(
@@ -342,7 +358,6 @@ def _write_manifest_list(
 
 def _updates(metadata: TableMetadata, snapshot: Snapshot, branch: str) -> tuple[TableUpdate, ...]:
     """Add the snapshot, point the branch at it (keeping the branch's retention settings)."""
-    from pyiceberg.table.refs import SnapshotRefType
     from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
 
     ref = metadata.refs.get(branch)
@@ -361,16 +376,15 @@ def _updates(metadata: TableMetadata, snapshot: Snapshot, branch: str) -> tuple[
     )
 
 
-def _requirements(
-    metadata: TableMetadata, base: Snapshot | None, branch: str
-) -> tuple[TableRequirement, ...]:
-    """The table is the same table, and the branch still at the base snapshot."""
+def _requirements(metadata: TableMetadata, branch: str) -> tuple[TableRequirement, ...]:
+    """The table is the same table, and the branch still where it was (or still absent)."""
     from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
+    ref = metadata.refs.get(branch)
     return (
         AssertTableUUID(uuid=metadata.table_uuid),
         AssertRefSnapshotId.model_validate(
-            {"ref": branch, "snapshot-id": base.snapshot_id if base else None}
+            {"ref": branch, "snapshot-id": ref.snapshot_id if ref else None}
         ),
     )
 

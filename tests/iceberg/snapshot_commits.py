@@ -113,7 +113,7 @@ def parquet_data_file(table: IcebergTable, name: str, rows: list[dict[str, Any]]
 
 
 def position_delete_file(
-    table: IcebergTable, name: str, deletes: list[tuple[str, int]]
+    table: IcebergTable, name: str, deletes: list[tuple[str, int]], partition: Record | None = None
 ) -> DataFile:
     """A Parquet position delete file (`file_path`, `pos`, sorted) and its DataFile, with
     the `file_path` bounds readers prune by (and `referenced_data_file` for one file)."""
@@ -145,7 +145,7 @@ def position_delete_file(
         content=DataFileContent.POSITION_DELETES,
         file_path=str(path),
         file_format=FileFormat.PARQUET,
-        partition=Record(),
+        partition=partition if partition is not None else Record(),
         record_count=len(rows),
         file_size_in_bytes=path.stat().st_size,
         lower_bounds={FILE_PATH_ID: min(paths).encode()},
@@ -158,3 +158,36 @@ def summary_of(table: IcebergTable) -> dict[str, str]:
     snapshot = table.metadata.current_snapshot()
     assert snapshot is not None and snapshot.summary is not None
     return dict(json.loads(snapshot.summary.model_dump_json()))
+
+
+def puffin_dvs(
+    table: IcebergTable, name: str, dvs: dict[str, list[int]], partition: Record | None = None
+) -> list[DataFile]:
+    """One Puffin file at `{location}/data/{name}` with a deletion vector per data file
+    (`dvs`: data file path -> deleted positions); a DataFile per DV blob."""
+    from pyroaring import BitMap64
+
+    from dvtool.deletion_vectors.puffin import build_puffin, dv_blob_metadata, encode_dv_blob
+
+    bitmaps = {path: BitMap64(positions) for path, positions in dvs.items()}
+    data, blobs = build_puffin(
+        [(dv_blob_metadata(rows, path), encode_dv_blob(rows)) for path, rows in bitmaps.items()]
+    )
+    path = Path(table.location) / "data" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return [
+        DataFile.from_args(
+            _table_format_version=3,
+            content=DataFileContent.POSITION_DELETES,
+            file_path=str(path),
+            file_format=FileFormat.PUFFIN,
+            partition=partition if partition is not None else Record(),
+            record_count=len(bitmaps[blob.properties["referenced-data-file"]]),
+            file_size_in_bytes=len(data),
+            referenced_data_file=blob.properties["referenced-data-file"],
+            content_offset=blob.offset,
+            content_size_in_bytes=blob.length,
+        )
+        for blob in blobs
+    ]
