@@ -35,7 +35,7 @@ from tests.iceberg.commit_tables import (
     rows,
     through_dvtool,
 )
-from tests.s3_server import S3Server
+from tests.s3_server import REGION, S3Server
 
 
 def set_properties(table: IcebergTable, **values: str) -> IcebergTable:
@@ -90,6 +90,7 @@ def test_path_table_on_s3(s3_server: S3Server) -> None:
         "s3.endpoint": s3_server.endpoint,
         "s3.access-key-id": options["key"],
         "s3.secret-access-key": options["secret"],
+        "s3.region": REGION,  # else pyiceberg asks the emulator for the bucket's region
     }
     found = iceberg_oracles.duckdb_rows(done.metadata_location, io=io)
     assert [r["id"] for r in found] == expected_ids((0, 8))

@@ -244,3 +244,47 @@ def test_rest_errors() -> None:
     reset = requests.ConnectionError("Connection aborted: reset by peer")
     assert isinstance(rest_error(reset), CommitOutcomeUnknownError)
     assert rest_error(ValueError("a bug")) is None
+
+
+# -- a process killed at the put; a catalog that cannot take v3 --------------------------------
+
+KILLED_COMMIT = """
+import sys
+from pyiceberg.table.update import SetPropertiesUpdate
+from dvtool.iceberg.catalog_commit import commit_updates
+from dvtool.iceberg.tables import open_iceberg
+commit_updates(open_iceberg(sys.argv[1]), (), (SetPropertiesUpdate(updates={"a": "1"}),))
+"""
+
+
+def test_killed_right_after_the_put(tmp_path: Path) -> None:
+    """SIGKILL after v2 was created, before the hint: v2 is the table (the hint lags and
+    readers walk forward), and the next commit makes v3."""
+    import os
+    import subprocess
+    import sys
+
+    table = new_path_table(str(tmp_path / "t"), 2)
+    env = {**os.environ, faults.ENV: "commit:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_COMMIT, str(tmp_path / "t")], env=env, check=False
+    )
+    assert done.returncode == -signal.SIGKILL
+    assert (tmp_path / "t/metadata/version-hint.text").read_text() == "1"
+    current = open_iceberg(str(tmp_path / "t"))
+    assert current.metadata_location.endswith("v2.metadata.json")
+    assert current.metadata.properties["a"] == "1"
+    assert [r["id"] for r in iceberg_oracles.duckdb_rows(current.metadata_location)] == []
+    assert set_properties(current, b="2").metadata_location.endswith("v3.metadata.json")
+    assert table.metadata_location.endswith("v1.metadata.json")
+
+
+def test_v3_in_another_catalog_is_refused(tmp_path: Path) -> None:
+    from pyiceberg.catalog.noop import NoopCatalog
+
+    from dvtool.errors import WriteRefusedError
+
+    sql = new_sql_table(tmp_path, 3)
+    other = IcebergTable(sql.metadata, sql.metadata_location, sql.io, sql.name, NoopCatalog("glue"))
+    with pytest.raises(WriteRefusedError, match="format version 3"):
+        set_properties(other, a="1")
