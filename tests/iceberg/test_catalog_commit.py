@@ -102,8 +102,9 @@ def test_path_table_on_s3(s3_server: S3Server) -> None:
     ]
 
 
-def test_concurrent_committers_exactly_one_lands(tmp_path: Path) -> None:
-    base = new_path_table(str(tmp_path / "t"), 2)
+def race_on_one_base(base: IcebergTable) -> tuple[str, IcebergTable]:
+    """Two threads commit a property change on `base` at once: exactly one lands, the
+    other gets CommitConflictError; the winner's name and table."""
     start = threading.Barrier(2)
     outcomes: dict[str, Any] = {}
 
@@ -122,12 +123,32 @@ def test_concurrent_committers_exactly_one_lands(tmp_path: Path) -> None:
     landed = [n for n, o in outcomes.items() if isinstance(o, IcebergTable)]
     assert len(landed) == 1
     assert sum(isinstance(o, CommitConflictError) for o in outcomes.values()) == 1
-    winner = outcomes[landed[0]]
+    return landed[0], outcomes[landed[0]]
+
+
+def test_concurrent_committers_exactly_one_lands(tmp_path: Path) -> None:
+    name, winner = race_on_one_base(new_path_table(str(tmp_path / "t"), 2))
     assert metadata_files(tmp_path / "t") == ["v1.metadata.json", "v2.metadata.json"]
     assert (tmp_path / "t/metadata/v2.metadata.json").read_bytes() == metadata_bytes(
         winner.metadata
     )
-    assert open_iceberg(str(tmp_path / "t")).metadata.properties["writer"] == landed[0]
+    assert open_iceberg(str(tmp_path / "t")).metadata.properties["writer"] == name
+
+
+def test_concurrent_committers_on_s3(s3_server: S3Server) -> None:
+    prefix = f"race-{random.getrandbits(32):08x}"
+    options = s3_server.storage_options()
+    name, winner = race_on_one_base(new_path_table(s3_server.uri(prefix), 3, options))
+    assert s3_server.keys(prefix) == [
+        "metadata/v1.metadata.json",
+        "metadata/v2.metadata.json",
+        "metadata/version-hint.text",
+    ]
+    stored = s3_server.client().get_object(
+        Bucket=s3_server.bucket, Key=f"{prefix}/metadata/v2.metadata.json"
+    )
+    assert stored["Body"].read() == metadata_bytes(winner.metadata)
+    assert open_iceberg(s3_server.uri(prefix), options).metadata.properties["writer"] == name
 
 
 def test_stale_base_conflicts_then_refresh_commits(tmp_path: Path) -> None:

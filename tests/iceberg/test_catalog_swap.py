@@ -288,3 +288,43 @@ def test_v3_in_another_catalog_is_refused(tmp_path: Path) -> None:
     other = IcebergTable(sql.metadata, sql.metadata_location, sql.io, sql.name, NoopCatalog("glue"))
     with pytest.raises(WriteRefusedError, match="format version 3"):
         set_properties(other, a="1")
+
+
+# -- the atomic step itself, with the pre-checks passed as in a race ----------------------------
+
+
+def test_put_if_absent_refuses_the_second_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both writers passed the "base is current" check: the put decides, and never
+    overwrites the first writer's file."""
+    from dvtool.iceberg import path_commit
+
+    base = new_path_table(str(tmp_path / "t"), 2)
+    monkeypatch.setattr(path_commit, "_require_current", lambda table, storage: None)
+    monkeypatch.setattr(path_commit, "_require_free", lambda storage, folder, version: None)
+    first = set_properties(base, writer="a")
+    landed = (tmp_path / "t/metadata/v2.metadata.json").read_bytes()
+    with pytest.raises(CommitConflictError, match="committed by another writer"):
+        set_properties(base, writer="b")
+    assert (tmp_path / "t/metadata/v2.metadata.json").read_bytes() == landed
+    assert open_iceberg(str(tmp_path / "t")).metadata_location == first.metadata_location
+
+
+def test_row_update_refuses_the_second_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both writers passed the "base is current" check: the conditional UPDATE decides; the
+    loser's metadata file is deleted, the winner's row stays."""
+    base = new_sql_table(tmp_path, 3)
+    first = set_properties(base, writer="a")
+    stale = type("Loaded", (), {"metadata_location": base.metadata_location})()
+    real_load = catalog_swap._load
+    calls = iter([stale])
+    monkeypatch.setattr(catalog_swap, "_load", lambda t: next(calls, None) or real_load(t))
+    with pytest.raises(CommitConflictError):
+        set_properties(base, writer="b")
+    assert refresh(base).metadata_location == first.metadata_location
+    assert metadata_names(base) == sorted(
+        Path(p).name for p in (base.metadata_location, first.metadata_location)
+    )
