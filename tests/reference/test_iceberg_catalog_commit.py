@@ -12,8 +12,8 @@ checked by Iceberg Java itself, pyiceberg and DuckDB.
   the same property change, read back through the catalog by Spark and pyiceberg; pyiceberg
   appends (its own writers, dvtool's commit) on v2; two committers on one base: one lands.
 
-Tables are built here (tests/reference/iceberg_tables.py's specs, namespace `commits`),
-never the shared fixture tables, which other tests read as they are.
+The tests write copies of the shared fixture tables (`copy_table`, namespace `commits`) and
+catalog tables they build themselves, never the shared tables, which other tests read.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from tests.reference.iceberg_catalogs import CATALOG_STEPS, CatalogTable, build_
 from tests.reference.iceberg_tables import (
     SPECS,
     TableSpec,
-    build_table,
     copy_table,
     expected_rows,
     warehouse,
@@ -65,9 +64,9 @@ def spark_properties(session: JvmSession, table: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def built(iceberg_spark: JvmSession) -> dict[str, dict[str, Any]]:
-    """v2_flat and v3_part built in namespace `commits` (their manifest entries)."""
-    return {name: build_table(iceberg_spark, SPEC[name], db=DB) for name in ("v2_flat", "v3_part")}
+def built(iceberg_tables: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The shared fixture tables (read-only: the tests write copies, `twin`)."""
+    return iceberg_tables
 
 
 def twin(session: JvmSession, entry: dict[str, Any], name: str) -> tuple[str, Path]:
