@@ -14,7 +14,9 @@ step was reached.
 Steps reached through `Storage` (the call is classified by what it writes or deletes):
 
 - `dv-file`: writing a deletion vector file (`*.bin`);
-- `commit`: creating a commit file `_delta_log/<version>.json` (put-if-absent);
+- `commit`: creating a commit file `_delta_log/<version>.json` (put-if-absent); for Iceberg,
+  creating a path table's `metadata/vN.metadata.json` (put-if-absent) or a catalog's swap
+  of the table's metadata location (`dvtool.iceberg.catalog_swap`);
 - `checkpoint`: writing a checkpoint file (parquet, or a UUID-named JSON one);
 - `last-checkpoint`: replacing `_delta_log/_last_checkpoint`;
 - `manifest`: writing a file under `_symlink_format_manifest/`;
@@ -29,7 +31,9 @@ Steps marked in the program flow:
   yet linked to its final name;
 - `commit-linked`: local disk, the commit is linked to its final name, before the fsync of
   the directory;
-- `committed`: the commit landed and is known to be ours, before the post-commit hooks.
+- `committed`: the commit landed and is known to be ours, before the post-commit hooks;
+- `iceberg-metadata-written`: a catalog table's new metadata file is written, the catalog's
+  swap not yet sent.
 
 Kinds:
 
@@ -63,7 +67,13 @@ STORAGE_STEPS = frozenset(
     {"dv-file", "commit", "checkpoint", "last-checkpoint", "manifest", "write", "delete"}
 )
 PROGRAM_STEPS = frozenset(
-    {"data-files-written", "commit-temp-written", "commit-linked", "committed"}
+    {
+        "data-files-written",
+        "commit-temp-written",
+        "commit-linked",
+        "committed",
+        "iceberg-metadata-written",
+    }
 )
 KINDS = frozenset({"kill", "fail", "half", "timeout", "sigint", "sigterm"})
 _SIGNALS = {"kill": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}

@@ -5,8 +5,15 @@ manifest lists, manifests, delete files, Puffin files) through `dvtool.storage.S
 a Delta table does: the same `--storage-option` keys (README "Storage options"), the same
 backends (local files without fsspec, s3fs, gcsfs, adlfs), the same retries and the same
 errors (`FileMissingError`, `StorageError`), ranged reads for Puffin blobs. So there is one
-table of storage option keys, not a second one in pyiceberg's spelling. Read-only: the read
-side has nothing to write.
+table of storage option keys, not a second one in pyiceberg's spelling.
+
+Writing (manifests, manifest lists, delete files, Puffin files, data files written by
+pyiceberg's writers) goes through `Storage.write`: a stream collects the bytes and publishes
+them whole when closed, so no reader sees half a file. `create(overwrite=False)` refuses a
+file that exists (FileExistsError, as pyiceberg's own FileIO does); the new files dvtool
+writes are uniquely named, and the one file whose creation must be atomic, a path table's
+next `vN.metadata.json`, is created with `Storage.put_if_absent` by the commit
+(`dvtool.iceberg.path_commit`), not through this FileIO.
 """
 
 from __future__ import annotations
@@ -42,9 +49,56 @@ class StorageInputFile(InputFile):
         return stream
 
 
+class StorageOutputStream(io.BytesIO):
+    """The bytes of one new file, written to `Storage` whole when closed (not when the
+    writer fails: leaving the `with` block on an error publishes nothing)."""
+
+    def __init__(self, storage: Storage, location: str) -> None:
+        super().__init__()
+        self._storage = storage
+        self._location = location
+        self._failed = False
+
+    def __exit__(self, *exc: object) -> None:
+        self._failed = exc[0] is not None
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        data = self.getvalue()
+        super().close()
+        if not self._failed:
+            self._storage.write(self._location, data)
+
+
+class StorageOutputFile(OutputFile):
+    """One new file written through `Storage`."""
+
+    def __init__(self, storage: Storage, location: str) -> None:
+        super().__init__(location)
+        self._storage = storage
+
+    def __len__(self) -> int:
+        return self._storage.size(self.location)
+
+    def exists(self) -> bool:
+        return self._storage.exists(self.location)
+
+    def to_input_file(self) -> InputFile:
+        return StorageInputFile(self._storage, self.location)
+
+    def create(self, overwrite: bool = False) -> StorageOutputStream:
+        """A stream whose bytes become the file when closed; FileExistsError now if the
+        file exists and `overwrite` is false."""
+        if not overwrite and self.exists():
+            raise FileExistsError(f"Cannot create file, already exists: {self.location}")
+        return StorageOutputStream(self._storage, self.location)
+
+
 class StorageFileIO(FileIO):
-    """A read-only `FileIO` whose files are those of a `Storage` (any location on its
-    filesystem, not only under its root: Iceberg paths are absolute)."""
+    """A `FileIO` whose files are those of a `Storage` (any location on its filesystem,
+    not only under its root: Iceberg paths are absolute)."""
 
     def __init__(self, storage: Storage, properties: dict[str, Any] | None = None) -> None:
         super().__init__(properties or {})
@@ -54,7 +108,10 @@ class StorageFileIO(FileIO):
         return StorageInputFile(self.storage, location)
 
     def new_output(self, location: str) -> OutputFile:
-        raise NotImplementedError("dvtool's Iceberg read side writes no files")
+        return StorageOutputFile(self.storage, location)
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
-        raise NotImplementedError("dvtool's Iceberg read side deletes no files")
+        """Delete a file; one already gone is not an error (`Storage.delete`)."""
+        if isinstance(location, (InputFile, OutputFile)):
+            location = location.location
+        self.storage.delete(location)

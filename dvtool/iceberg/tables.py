@@ -10,9 +10,12 @@
   (`catalog_options`).
 
 Tables opened by path read their files through dvtool's storage layer (`file_io`), tables
-from a catalog through the catalog's FileIO. pyiceberg is an optional dependency (the
-`iceberg` extra): it is imported here, only when an Iceberg table is opened, and its absence
-is a two-line error naming the extra.
+from a catalog through the catalog's FileIO. An `IcebergTable` keeps what its commits need
+(`dvtool.iceberg.catalog_commit`): the pyiceberg catalog it came from (`catalog`), or for a
+path table the `Storage` of its folder (`storage`), and whether it was opened by one
+metadata file (`pinned`: that version of the table, which is written only while current).
+pyiceberg is an optional dependency (the `iceberg` extra): it is imported here, only when an
+Iceberg table is opened, and its absence is a two-line error naming the extra.
 """
 
 from __future__ import annotations
@@ -75,6 +78,13 @@ class IcebergTable:
     io: FileIO
     name: str | None = None
     """`namespace.table` when opened through a catalog."""
+    catalog: Any | None = None
+    """The pyiceberg Catalog the table was loaded from (None for a path table)."""
+    storage: Storage | None = None
+    """Path tables: the `Storage` rooted at the table folder (the one holding `metadata/`)."""
+    pinned: bool = False
+    """Opened by a `*.metadata.json`: the table as of that file (`refresh` keeps it; a
+    commit is refused unless it is the current one)."""
 
     @property
     def location(self) -> str:
@@ -101,10 +111,28 @@ def open_at(storage: Storage) -> IcebergTable:
 
     if is_metadata_file(storage.root):
         location = storage.root
+        folder = table_folder_storage(storage)
     else:
         location = current_metadata_location(storage)
+        folder = storage
     metadata = parse_metadata(storage.read(location), location)
-    return IcebergTable(metadata, location, StorageFileIO(storage))
+    pinned = folder is not storage
+    return IcebergTable(metadata, location, StorageFileIO(folder), storage=folder, pinned=pinned)
+
+
+def table_folder_storage(storage: Storage) -> Storage:
+    """The `Storage` of the table folder of the metadata file at `storage`'s root: the
+    folder holding its `metadata/` folder (or the file's own folder, named otherwise)."""
+    from dvtool.storage.table_storage import Storage
+
+    folder = storage.root.rstrip("/").rpartition("/")[0]
+    parent, _, name = folder.rpartition("/")
+    if name == METADATA_FOLDER and parent and not parent.endswith(":/"):
+        folder = parent
+    opened = Storage.for_table(
+        folder, storage.options, unsafe_single_writer=storage.unsafe_single_writer
+    )
+    return opened
 
 
 def current_metadata_location(storage: Storage) -> str:
@@ -163,7 +191,9 @@ def open_from_catalog(catalog: str, identifier: str, options: dict[str, str]) ->
         ) from None
     except _catalog_failures() as e:
         raise _catalog_error(catalog, e) from None
-    return IcebergTable(table.metadata, str(table.metadata_location), table.io, identifier)
+    return IcebergTable(
+        table.metadata, str(table.metadata_location), table.io, identifier, catalog=loaded
+    )
 
 
 def _catalog_failures() -> tuple[type[BaseException], ...]:
