@@ -2,11 +2,11 @@
 
 Iceberg Java's `DeleteOrphanFilesSparkAction` (Spark's `remove_orphan_files`) is the model:
 
-- What is listed: the table's data folder (`write.data.path`, default `LOCATION/data`) and
-  metadata folder (`write.metadata.path`, default `LOCATION/metadata`), recursively, without
-  hidden names (starting with `_` or `.`, Hadoop's checksum files among them) except
-  partition folders of a partition field whose name starts with one (`_x=...`). Unlike
-  Java, a folder outside the table location is never listed: dvtool deletes nothing there.
+- What is listed: the table location, recursively (as Iceberg 1.12 does: a stray file at
+  the top goes too), without hidden names (starting with `_` or `.`, Hadoop's checksum
+  files among them) except partition folders of a partition field whose name starts with
+  one (`_x=...`). A data or metadata folder set outside the location (`write.data.path`,
+  `write.metadata.path`) is not listed: dvtool deletes nothing there.
 - What is valid: every file the metadata reaches (`reachable_files.reachable_files`: all
   snapshots' manifest lists, manifests and live content files, statistics files, the
   metadata file, the `metadata-log`, the version hint).
@@ -187,18 +187,9 @@ def listed_files(entries: Iterable[TreeEntry]) -> list[ListedFile]:
     ]
 
 
-def listing_roots(
-    table_location: str, properties: Mapping[str, str]
-) -> tuple[list[str], list[str]]:
-    """The folders Java lists (data and metadata, by `write.data.path` and
-    `write.metadata.path`), split into those inside the table location, which are listed,
-    and those outside it, which are not (reported)."""
-    base = table_location.rstrip("/")
-    folders = [
-        properties.get("write.data.path") or f"{base}/data",
-        properties.get("write.metadata.path") or f"{base}/metadata",
-    ]
+def unlisted_folders(table_location: str, properties: Mapping[str, str]) -> list[str]:
+    """The data and metadata folders (`write.data.path`, `write.metadata.path`) outside the
+    table location: never listed (Java 1.12 lists only the location too), reported."""
     table = parse_location(table_location)
-    inside = [f for f in folders if under_location(parse_location(f), table)]
-    outside = [f for f in folders if f not in inside]
-    return inside, outside
+    folders = [properties.get("write.data.path"), properties.get("write.metadata.path")]
+    return [f for f in folders if f and not under_location(parse_location(f + "/x"), table)]

@@ -64,6 +64,8 @@ class ManifestReader:
     def __post_init__(self) -> None:
         self._lists: dict[str, list[Any]] = {}
         self._contents: dict[str, dict[str, str]] = {}
+        self.sizes: dict[str, int] = {}
+        """The size of every content file and manifest read, by path."""
 
     def manifests(self, manifest_list: str | None) -> list[Any]:
         """The manifests (pyiceberg `ManifestFile`s) a manifest list names."""
@@ -77,17 +79,22 @@ class ManifestReader:
 
     def content_files(self, manifests: Iterable[Any]) -> dict[str, str]:
         """The live content files of the manifests: path -> kind."""
+        manifests = list(manifests)
         todo = {m.manifest_path: m for m in manifests if m.manifest_path not in self._contents}
-        for path, files in zip(todo, map_io(self._read, list(todo.values())), strict=True):
+        for path, (files, sizes) in zip(todo, map_io(self._read, list(todo.values())), strict=True):
             self._contents[path] = files
+            self.sizes.update(sizes)
         out: dict[str, str] = {}
         for m in manifests:
+            self.sizes[m.manifest_path] = m.manifest_length
             out.update(self._contents[m.manifest_path])
         return out
 
-    def _read(self, manifest: Any) -> dict[str, str]:
+    def _read(self, manifest: Any) -> tuple[dict[str, str], dict[str, int]]:
         entries = manifest_entries(manifest, self.io, self.format_version)
-        return {e.data_file.file_path: content_kind(e.data_file) for e in entries}
+        kinds = {e.data_file.file_path: content_kind(e.data_file) for e in entries}
+        sizes = {e.data_file.file_path: e.data_file.file_size_in_bytes for e in entries}
+        return kinds, sizes
 
 
 def manifest_lists(metadata: TableMetadata, snapshot_ids: Iterable[int]) -> dict[str, str]:
@@ -108,6 +115,13 @@ def snapshot_manifests(
     for path in manifest_lists(metadata, snapshot_ids):
         for manifest in reader.manifests(path):
             out.setdefault(manifest.manifest_path, manifest)
+    return out
+
+
+def statistics_sizes(metadata: TableMetadata) -> dict[str, int]:
+    """The sizes of the statistics and partition statistics files the metadata lists."""
+    out = {f.statistics_path: f.file_size_in_bytes for f in metadata.statistics}
+    out.update({f.statistics_path: f.file_size_in_bytes for f in metadata.partition_statistics})
     return out
 
 
