@@ -258,9 +258,18 @@ def run_vacuum_iceberg(
 
 
 def _commit(table: IcebergTable, expiry: ExpiryPlan) -> IcebergTable:
+    """One commit attempt, signals deferred until its answer (as Delta's commits); a landed
+    commit is marked so that an interrupt afterwards reports it."""
     from dvtool.iceberg.catalog_commit import commit_updates
+    from dvtool.iceberg.metadata_files import metadata_number
 
-    return commit_updates(table, expiry.requirements, expiry.updates)
+    with interrupts.deferred():
+        committed = commit_updates(table, expiry.requirements, expiry.updates)
+        name = committed.metadata_location.rstrip("/").rsplit("/", 1)[-1]
+        number = metadata_number(name)
+        fallback = int(getattr(committed.metadata, "last_sequence_number", 0) or 0)
+        interrupts.after_commit(number if number is not None else fallback)
+    return committed
 
 
 def _refresh(table: IcebergTable) -> IcebergTable:

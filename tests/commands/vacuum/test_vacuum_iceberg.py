@@ -108,9 +108,7 @@ def test_a_catalog_table_deletes_through_its_file_io(tmp_path: Path) -> None:
 
 def test_unreachable_files_outside_the_location_are_never_deleted(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
-    table = new_path_table(
-        str(tmp_path / "t"), 2, properties={"write.data.path": str(elsewhere)}
-    )
+    table = new_path_table(str(tmp_path / "t"), 2, properties={"write.data.path": str(elsewhere)})
     table, _ = _history(table)
     outside_before = _files(elsewhere)
     result = run_vacuum_iceberg(table, IcebergVacuumRequest(retain_last=1), now_ms=LATER)
@@ -173,3 +171,48 @@ def test_retain_last_is_refused_on_delta(tmp_path: Path) -> None:
     write_deltalake(str(tmp_path / "d"), rows(0, 3))
     result = run("vacuum", tmp_path / "d", "--retain-last", "2")
     assert result.exit_code == 2 and "Iceberg tables only" in all_output(result)
+
+
+def test_a_conflict_plans_again_on_the_refreshed_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent append lands between the plan and the commit: the commit conflicts,
+    the vacuum refreshes, plans again (the new snapshot is kept) and commits."""
+    import dvtool.commands.vacuum.iceberg as module
+
+    table, writer = _history(new_path_table(str(tmp_path / "t"), 2))
+    real_commit = module._commit
+    calls: list[int] = []
+
+    def racing(base: IcebergTable, expiry: Any) -> IcebergTable:
+        if not calls:
+            writer.append(rows(30, 40))  # another writer commits first
+        calls.append(1)
+        return real_commit(base, expiry)
+
+    monkeypatch.setattr(module, "_commit", racing)
+    result = run_vacuum_iceberg(table, IcebergVacuumRequest(retain_last=1), now_ms=LATER)
+    assert len(calls) == 2
+    after = open_iceberg(str(tmp_path / "t"))
+    current = committed(writer).metadata.current_snapshot_id
+    assert [s.snapshot_id for s in after.metadata.snapshots] == [current]
+    assert current not in result.expired_snapshots
+    assert StaticTable.from_metadata(after.metadata_location).scan().to_arrow().num_rows == 30
+
+
+def test_nothing_is_deleted_when_the_commit_outcome_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dvtool.commands.vacuum.iceberg as module
+    from dvtool.errors import CommitOutcomeUnknownError
+
+    table, _ = _history(new_path_table(str(tmp_path / "t"), 2))
+    before = _files(tmp_path / "t")
+
+    def unknown(base: IcebergTable, expiry: Any) -> IcebergTable:
+        raise CommitOutcomeUnknownError("the put timed out")
+
+    monkeypatch.setattr(module, "_commit", unknown)
+    with pytest.raises(CommitOutcomeUnknownError):
+        run_vacuum_iceberg(table, IcebergVacuumRequest(retain_last=1), now_ms=LATER)
+    assert _files(tmp_path / "t") == before
