@@ -114,9 +114,7 @@ def _spark_vacuum(
 
 def _snapshots(location: Path) -> tuple[set[int], dict[str, int]]:
     meta = StaticTable.from_metadata(str(latest_metadata(location))).metadata
-    return {s.snapshot_id for s in meta.snapshots}, {
-        n: r.snapshot_id for n, r in meta.refs.items()
-    }
+    return {s.snapshot_id for s in meta.snapshots}, {n: r.snapshot_id for n, r in meta.refs.items()}
 
 
 def _assert_reads(
@@ -156,6 +154,7 @@ def _run_both(
     if retain_last is not None:
         options += ["--retain-last", str(retain_last)]
     before = _tree(mine)
+    current = latest_metadata(mine)
     outside = sorted(mine.parent.glob(f"{mine.name}-outside*"))
     dry = _json("vacuum", mine, *options, "--dry-run")
     assert _tree(mine) == before  # a dry run deletes nothing
@@ -164,6 +163,7 @@ def _run_both(
     assert gone_mine == {f["path"] for f in dry["files"]} == {f["path"] for f in doc["files"]}
     assert doc["deleted_files"] == len(gone_mine) and not doc["failed"]
     assert all(p.exists() for p in outside)  # never a file outside the location
+    assert current.exists() and (mine / "metadata" / "version-hint.text").exists()
     theirs_before = _tree(theirs)
     _spark_vacuum(session, theirs_table, theirs, time.time() - retain_days * DAY, retain_last)
     gone_theirs = theirs_before - _tree(theirs)

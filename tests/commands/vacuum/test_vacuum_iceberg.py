@@ -216,3 +216,14 @@ def test_nothing_is_deleted_when_the_commit_outcome_is_unknown(
     with pytest.raises(CommitOutcomeUnknownError):
         run_vacuum_iceberg(table, IcebergVacuumRequest(retain_last=1), now_ms=LATER)
     assert _files(tmp_path / "t") == before
+
+
+def test_the_python_api_vacuums_iceberg_tables(tmp_path: Path) -> None:
+    import dvtool
+    from dvtool.commands.vacuum.iceberg import IcebergVacuumResult
+
+    _history(new_path_table(str(tmp_path / "t"), 2))
+    result = dvtool.vacuum(tmp_path / "t", retain="0h", force=True, retain_last=1)
+    assert isinstance(result, IcebergVacuumResult)
+    assert result.expired_snapshots and result.deleted_files == result.num_files
+    assert len(open_iceberg(str(tmp_path / "t")).metadata.snapshots) == 1
