@@ -18,9 +18,10 @@ reached and the orphan files, as Iceberg Spark's `expire_snapshots` and
 3. The commit (`catalog_commit.commit_updates`) removes the refs and snapshots; a conflict
    (the table changed) refreshes and plans again, up to `commit.retry.num-retries` times.
    The files are planned again against what was committed.
-4. Deleting, only after the commit landed: path tables through dvtool's storage (each file
-   checked again to be inside the table folder, links resolved; Hadoop's `.crc` files go
-   with theirs), catalog tables through the table's FileIO.
+4. Deleting (`iceberg_storage`), only after the commit landed: path tables through
+   dvtool's storage (each file checked again to be inside the table folder, links
+   resolved; Hadoop's `.crc` files go with theirs), catalog tables through the table's
+   FileIO.
 
 Never deleted: a file outside the table location (reported), the current metadata file,
 `metadata/version-hint.text`. A path table whose metadata names another location than the
@@ -30,28 +31,28 @@ folder it was opened at (a byte copy of a table) is refused: its files are the o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dvtool import interrupts
 from dvtool.commands.result import CommandResult
-from dvtool.commands.vacuum.delete import FailedDelete, Progress, remove_checksum_sidecars
-from dvtool.commands.vacuum.delete import delete_files as delete_from_storage
-from dvtool.commands.vacuum.plan import VacuumFile
+from dvtool.commands.vacuum.delete import FailedDelete, Progress
+from dvtool.commands.vacuum.iceberg_storage import (
+    delete_planned,
+    list_table_files,
+    location_storage,
+    relative_path,
+)
 from dvtool.commands.vacuum.retention import format_duration
-from dvtool.errors import CommitConflictError, DvtoolError, WriteRefusedError
+from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.iceberg import reachable_files as reach
 from dvtool.iceberg.orphan_files import (
     ORPHAN_RETENTION_MS_DEFAULT,
-    FileUri,
     ListedFile,
     OrphanScan,
     find_orphans,
-    hidden_filter,
     parse_location,
-    under_location,
-    unlisted_folders,
 )
 from dvtool.iceberg.snapshot_expiry import (
     MAX_SNAPSHOT_AGE_MS,
@@ -62,8 +63,6 @@ from dvtool.iceberg.snapshot_expiry import (
     require_gc_enabled,
     table_policy,
 )
-from dvtool.io_pool import map_io
-from dvtool.storage.table_storage import Storage
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
@@ -227,6 +226,7 @@ def run_vacuum_iceberg(
 ) -> IcebergVacuumResult:
     """Plan (and unless `dry_run`, commit and delete) the vacuum of `table`."""
     require_gc_enabled(table.metadata)
+    _require_manifest_lists(table.metadata)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     storage = location_storage(table, storage_options)
     retries = int_property(table.metadata.properties, COMMIT_RETRIES, COMMIT_RETRIES_DEFAULT)
@@ -242,7 +242,7 @@ def run_vacuum_iceberg(
         after = predicted_after(table, expiry)
         if request.dry_run or not expiry.changes_table:
             result = _result(table, request, window, expiry, after, None, listed, not_listed)
-            return result if request.dry_run else _delete(table, storage, result, progress)
+            return result if request.dry_run else delete_planned(table, storage, result, progress)
         try:
             committed = _commit(table, expiry)
         except CommitConflictError:
@@ -253,8 +253,21 @@ def run_vacuum_iceberg(
         result = _result(
             table, request, window, expiry, committed.metadata, committed, listed, not_listed
         )
-        return _delete(table, storage, result, progress)
+        return delete_planned(table, storage, result, progress)
     raise AssertionError("unreachable")
+
+
+def _require_manifest_lists(metadata: TableMetadata) -> None:
+    """WriteRefusedError for a snapshot without a manifest list (v1's inline manifests):
+    its files could not be found, and would be taken for orphans."""
+    missing = [s.snapshot_id for s in metadata.snapshots if not s.manifest_list]
+    if missing:
+        raise WriteRefusedError(
+            f"snapshot {missing[0]} has no manifest list: dvtool cannot tell which files it "
+            "reaches, so it deletes none",
+            hint="Rewrite the table's manifests with an Iceberg engine first "
+            "(rewrite_manifests), or expire that snapshot there.",
+        )
 
 
 def _commit(table: IcebergTable, expiry: ExpiryPlan) -> IcebergTable:
@@ -359,102 +372,6 @@ def _files(
         elif parse_location(path).path not in keep and relative not in files:
             files[relative] = IcebergVacuumFile(path, relative, size, reason)
     return sorted(files.values(), key=lambda f: f.path), sorted(outside)
-
-
-def relative_path(uri: FileUri, table: FileUri) -> str | None:
-    """The path of `uri` under the table location, or None when it is not inside."""
-    if uri.scheme is None and uri.authority is None:
-        uri = FileUri(table.scheme, table.authority, uri.path)
-    if not under_location(uri, table):
-        return None
-    relative = uri.path[len(table.path.rstrip("/")) + 1 :]
-    parts = relative.split("/")
-    return None if any(p in ("", ".", "..") for p in parts) else relative
-
-
-# -- storage: listing and deleting ---------------------------------------------------------
-
-
-def location_storage(table: IcebergTable, options: Mapping[str, str] | None) -> Storage:
-    """dvtool's storage rooted at the table location (listing, deleting, the in-location
-    check). For a path table, WriteRefusedError when the metadata's location is not the
-    folder the table was opened at: a byte copy still names the original's files."""
-    folder = table.storage
-    if folder is not None and options is None:
-        options = folder.options
-    storage = Storage.for_table(table.location, dict(options or {}))
-    if folder is not None:
-        mine = parse_location(storage.root)
-        if relative_path(parse_location(folder.root.rstrip("/") + "/x"), mine) != "x":
-            raise WriteRefusedError(
-                f"the table's metadata names its location {table.location}, not "
-                f"{folder.root} where it was opened: vacuum would delete the files of the "
-                f"table at {table.location}",
-                hint="Vacuum the table at its own location; a copied table needs its "
-                "metadata rewritten for its new place (Iceberg's rewrite_table_path).",
-            )
-    return storage
-
-
-def list_table_files(
-    storage: Storage, metadata: TableMetadata
-) -> tuple[list[ListedFile], list[str]]:
-    """The files under the table location (Java's listing, hidden names left out), and
-    the data or metadata folders not listed because they are outside it."""
-    names = {f.name for spec in metadata.partition_specs for f in spec.fields}
-    hidden = hidden_filter(names)
-    listed = [
-        ListedFile(entry.location, entry.size, entry.modification_time_ms)
-        for entry in storage.walk(storage.root, lambda d: not hidden(d.rpartition("/")[2]))
-        if entry.kind == "file" and not any(hidden(p) for p in entry.relative_path.split("/"))
-    ]
-    return listed, unlisted_folders(storage.root, metadata.properties)
-
-
-def _delete(
-    table: IcebergTable, storage: Storage, result: IcebergVacuumResult, progress: Progress | None
-) -> IcebergVacuumResult:
-    """Delete the result's files: through `storage` for path tables, the table's FileIO
-    for catalog tables; failures are reported, not retried."""
-    if not result.files:
-        return result
-    with interrupts.interruptible():
-        if table.catalog is None and table.storage is not None:
-            plan = [VacuumFile(f.path, f.size or 0, f.reason) for f in result.files]
-            deleted, failed = delete_from_storage(storage, plan, progress)
-            remove_checksum_sidecars(storage, deleted)
-            gone = {f.path for f in deleted}
-        else:
-            gone, failed = _delete_with_io(table, storage, result.files, progress)
-    deleted_bytes = sum(f.size or 0 for f in result.files if f.path in gone)
-    return replace(result, deleted_files=len(gone), deleted_bytes=deleted_bytes, failed=failed)
-
-
-def _delete_with_io(
-    table: IcebergTable,
-    storage: Storage,
-    files: Sequence[IcebergVacuumFile],
-    progress: Progress | None,
-) -> tuple[set[str], list[FailedDelete]]:
-    """Delete through the table's FileIO (catalog tables), each file checked first."""
-    advance = progress(len(files)) if progress else None
-
-    def delete(f: IcebergVacuumFile) -> FailedDelete | None:
-        try:
-            if storage.real_relative_to_root(storage.join(f.path)) != f.path:
-                return FailedDelete(f.path, "not deleted: it is not inside the table location")
-            table.io.delete(f.location)
-            return None
-        except (OSError, DvtoolError) as e:
-            return FailedDelete(f.path, str(e))
-        finally:
-            if advance is not None:
-                advance(1)
-
-    outcomes = map_io(delete, list(files))
-    failed = [o for o in outcomes if o is not None]
-    failed_paths = {f.path for f in failed}
-    return {f.path for f in files if f.path not in failed_paths}, failed
 
 
 def reasons_count(files: Iterable[IcebergVacuumFile]) -> dict[str, int]:
