@@ -16,7 +16,8 @@ reached and the orphan files, as Iceberg Spark's `expire_snapshots` and
    that the table no longer reaches and that are older than the cutoff. A dry run
    stops here and lists them.
 3. The commit (`catalog_commit.commit_updates`) removes the refs and snapshots; a conflict
-   (the table changed) refreshes and plans again, up to `commit.retry.num-retries` times.
+   (the table changed) refreshes and plans again, with the table's `commit.retry.*` policy
+   (`catalog_commit.retry_policy`: Java's retries and backoff).
    The files are planned again against what was committed.
 4. Deleting (`iceberg_storage`), only after the commit landed: path tables through
    dvtool's storage (each file checked again to be inside the table folder, links
@@ -57,7 +58,6 @@ from dvtool.iceberg.orphan_files import (
 from dvtool.iceberg.snapshot_expiry import (
     MAX_SNAPSHOT_AGE_MS,
     ExpiryPlan,
-    int_property,
     max_snapshot_age_ms,
     plan_expiry,
     require_gc_enabled,
@@ -82,8 +82,6 @@ _EXPIRED_REASONS = {
     reach.PARTITION_STATISTICS: "expired partition statistics",
     reach.METADATA: OLD_METADATA,
 }
-COMMIT_RETRIES = "commit.retry.num-retries"
-COMMIT_RETRIES_DEFAULT = 4
 
 
 @dataclass(frozen=True)
@@ -228,10 +226,13 @@ def run_vacuum_iceberg(
     require_gc_enabled(table.metadata)
     _require_manifest_lists(table.metadata)
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    from dvtool.iceberg.catalog_commit import retry_policy
+
     storage = location_storage(table, storage_options)
-    retries = int_property(table.metadata.properties, COMMIT_RETRIES, COMMIT_RETRIES_DEFAULT)
+    policy = retry_policy(table.metadata)
+    started = time.monotonic()
     listed: list[ListedFile] | None = None
-    for attempt in range((retries or 0) + 1):
+    for attempt in range(policy.attempts):
         window = retention_window(table.metadata, request.retain_ms, request.force, now)
         expiry = plan_expiry(
             table.metadata,
@@ -246,8 +247,9 @@ def run_vacuum_iceberg(
         try:
             committed = _commit(table, expiry)
         except CommitConflictError:
-            if attempt >= (retries or 0):
+            if not policy.allows(attempt + 1, (time.monotonic() - started) * 1000):
                 raise
+            time.sleep(policy.delay_s(attempt + 1))
             table = _refresh(table)
             continue
         result = _result(
