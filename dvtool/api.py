@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from dvtool.commands.optimize.iceberg import IcebergOptimizeResult
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
+    from dvtool.commands.vacuum.iceberg import IcebergVacuumResult
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.engines.base import Engine
 
@@ -175,19 +176,36 @@ def vacuum(
     lite: bool = False,
     force: bool = False,
     storage_options: Mapping[str, str] | None = None,
-) -> VacuumResult:
+    catalog: str | None = None,
+    retain_last: int | None = None,
+) -> VacuumResult | IcebergVacuumResult:
     """Delete the files the table no longer needs; `dvtool vacuum`.
 
     `retain` is a duration as the CLI takes it (`"168h"`, `"7d"`; default the table's
     `delta.deletedFileRetentionDuration`); a shorter one than the table's needs `force`.
     `lite` takes candidates from the log instead of listing the directory. `result.failed`
-    lists files that could not be deleted.
+    lists files that could not be deleted. An Iceberg table (by location, or with `catalog`
+    its `namespace.table`) has its snapshots expired (older than `retain`, each branch
+    keeping `retain_last`) and returns an `IcebergVacuumResult`; `lite` is Delta's only.
     """
     from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
+    from dvtool.delta.log.reader import DeltaLog
+    from dvtool.table import open_table
 
     retain_ms = parse_duration(retain) if retain is not None else None
-    request = VacuumRequest(retain_ms, dry_run, lite, force)
-    return run_vacuum(_open(table, storage_options), request)
+    interrupts.begin_library_call()
+    options = dict(storage_options or {})
+    opened = open_table(os.fspath(table), options, catalog)
+    if isinstance(opened, DeltaLog):
+        if retain_last is not None:
+            raise UsageError("retain_last applies to Iceberg tables only")
+        return run_vacuum(opened, VacuumRequest(retain_ms, dry_run, lite, force))
+    from dvtool.commands.vacuum.iceberg import IcebergVacuumRequest, run_vacuum_iceberg
+
+    if lite:
+        raise UsageError("lite applies to Delta tables only")
+    request = IcebergVacuumRequest(retain_ms, retain_last, dry_run, force)
+    return run_vacuum_iceberg(opened, request, storage_options=options or None)
 
 
 def cleanup_log(

@@ -8,24 +8,44 @@ from typing import TYPE_CHECKING
 import click
 
 from dvtool.cli_options import (
+    TABLE_META,
     json_option,
     limit_option,
+    parse_storage_options,
+    storage_options_option,
     table_options,
 )
 from dvtool.errors import UsageError, exit_code_of
 
 if TYPE_CHECKING:
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.iceberg.tables import IcebergTable
     from dvtool.render.renderer import Renderer
 
 
 @click.command()
-@table_options
+@click.argument("table", type=click.Path())
+@storage_options_option
+@click.option(
+    "--catalog",
+    metavar="NAME",
+    help="Open TABLE (namespace.table) through this Iceberg catalog, configured as "
+    "pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__*).",
+)
 @click.option(
     "--retain",
     metavar="DURATION",
     help="Keep files removed less than DURATION ago: 168h, 7d, 30m, 0h. "
-    "Default: the table's delta.deletedFileRetentionDuration (7 days).",
+    "Default: the table's delta.deletedFileRetentionDuration (7 days). Iceberg: expire "
+    "snapshots older than DURATION (default history.expire.max-snapshot-age-ms, 5 days) "
+    "and delete orphan files older than DURATION (default 3 days).",
+)
+@click.option(
+    "--retain-last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Iceberg: each branch keeps at least its N newest snapshots, however old "
+    "(default history.expire.min-snapshots-to-keep, 1).",
 )
 @click.option(
     "--dry-run", is_flag=True, help="List the files to delete (path, size, why); delete nothing."
@@ -53,8 +73,11 @@ if TYPE_CHECKING:
 @json_option
 @limit_option
 def vacuum(
-    log: DeltaLog,
+    table: str,
+    storage_options: tuple[str, ...],
+    catalog: str | None,
     retain: str | None,
+    retain_last: int | None,
     dry_run: bool,
     lite: bool,
     force: bool,
@@ -62,10 +85,32 @@ def vacuum(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Delete files the table no longer needs (data, DV and change data files)."""
+    """Delete files the table no longer needs (data, DV and change data files). Iceberg:
+    expire old snapshots, then delete the files only they reached and orphan files."""
     from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
+    from dvtool.delta.log.reader import DeltaLog
     from dvtool.render.renderer import Renderer
+    from dvtool.table import open_table
 
+    click.get_current_context().meta[TABLE_META] = table
+    options = parse_storage_options(storage_options)
+    log = open_table(table, options, catalog)
+    if not isinstance(log, DeltaLog):
+        refused = [n for n, v in (("--lite", lite), ("--log", log_only)) if v]
+        if refused:
+            raise UsageError(
+                f"{', '.join(refused)} applies to Delta tables only",
+                hint="An Iceberg table's vacuum expires snapshots and deletes the files only "
+                "they reached, and orphan files; run it without these options.",
+            )
+        retain_ms = parse_duration(retain) if retain is not None else None
+        _vacuum_iceberg(log, options, retain_ms, retain_last, dry_run, force, as_json, limit)
+        return
+    if retain_last is not None:
+        raise UsageError(
+            "--retain-last applies to Iceberg tables only",
+            hint="A Delta table keeps files by age: use --retain.",
+        )
     if log_only:
         _vacuum_log(log, retain, lite, force, dry_run, Renderer(as_json, limit=limit))
         return
@@ -74,6 +119,29 @@ def vacuum(
     with renderer.progress("deleting") as progress:
         result = run_vacuum(log, VacuumRequest(retain_ms, dry_run, lite, force), progress)
     renderer.vacuum(result)
+    if result.failed:
+        click.get_current_context().exit(exit_code_of("storage"))
+
+
+def _vacuum_iceberg(
+    table: IcebergTable,
+    options: dict[str, str],
+    retain_ms: int | None,
+    retain_last: int | None,
+    dry_run: bool,
+    force: bool,
+    as_json: bool,
+    limit: int | None,
+) -> None:
+    """`vacuum` on an Iceberg table: expire snapshots, delete unreachable and orphan files."""
+    from dvtool.commands.vacuum.iceberg import IcebergVacuumRequest, run_vacuum_iceberg
+    from dvtool.render.renderer import Renderer
+
+    renderer = Renderer(as_json, limit=limit)
+    request = IcebergVacuumRequest(retain_ms, retain_last, dry_run, force)
+    with renderer.progress("deleting") as progress:
+        result = run_vacuum_iceberg(table, request, progress, storage_options=options or None)
+    renderer.vacuum_iceberg(result)
     if result.failed:
         click.get_current_context().exit(exit_code_of("storage"))
 

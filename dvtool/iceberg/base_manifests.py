@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dvtool.iceberg.manifest_writers import blob_key, inherit_first_row_ids
+from dvtool.iceberg.manifest_writers import blob_key, inherit_first_row_ids, v3_field
 from dvtool.iceberg.snapshot_files import manifest_entries
 from dvtool.iceberg.snapshot_summary import is_dv
 
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from dvtool.iceberg.snapshot_summary import SummaryBuilder
 
 Key = tuple[str, int | None]
-_REFERENCED_DATA_FILE = 17
-"""The position of `referenced_data_file` in a v3 data_file record."""
 
 
 @dataclass
@@ -107,10 +105,8 @@ def _doomed_keys(
 
 
 def _referenced_data_file(data_file: Any) -> str | None:
-    if len(data_file) > _REFERENCED_DATA_FILE:
-        value = data_file[_REFERENCED_DATA_FILE]
-        return str(value) if value is not None else None
-    return None
+    value = v3_field(data_file, "referenced_data_file")
+    return str(value) if value is not None else None
 
 
 def _raise_not_live(missing: list[Key]) -> None:

@@ -101,7 +101,12 @@ def refresh_catalog_table(table: IcebergTable) -> IcebergTable:
     loaded = _load(table)
     if loaded.metadata_location == table.metadata_location:
         return table
-    return replace(table, metadata=loaded.metadata, metadata_location=loaded.metadata_location)
+    return replace(
+        table,
+        metadata=loaded.metadata,
+        metadata_location=loaded.metadata_location,
+        io=loaded.io,  # a REST catalog may vend new credentials with the table
+    )
 
 
 def _load(table: IcebergTable) -> Table:

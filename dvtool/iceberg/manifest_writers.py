@@ -70,7 +70,8 @@ DEFAULT_AVRO_CODEC = "gzip"
 """Iceberg Java's and pyiceberg's default (`TableProperties.AVRO_COMPRESSION_DEFAULT`)."""
 _DATA_FILE_V3_FIELDS = len(DATA_FILE_TYPE[3].fields)
 _MANIFEST_FILE_V3_FIELDS = len(MANIFEST_LIST_FILE_SCHEMAS[3].fields)
-_FIRST_ROW_ID = [f.name for f in DATA_FILE_TYPE[3].fields].index("first_row_id")
+_DATA_FILE_V3_NAMES = [f.name for f in DATA_FILE_TYPE[3].fields]
+_FIRST_ROW_ID = _DATA_FILE_V3_NAMES.index("first_row_id")
 _LIST_FIELDS = [f.name for f in MANIFEST_LIST_FILE_SCHEMAS[3].fields]
 _LIST_FIRST_ROW_ID = _LIST_FIELDS.index("first_row_id")
 _LIST_SEQUENCE_NUMBER = _LIST_FIELDS.index("sequence_number")
@@ -388,9 +389,13 @@ def inherit_first_row_ids(
     return entries
 
 
+def v3_field(data_file: DataFile, name: str) -> Any:
+    """A v3 data_file field pyiceberg has no property for (None in a v2-shaped record)."""
+    position = _DATA_FILE_V3_NAMES.index(name)
+    return data_file[position] if len(data_file) > position else None
+
+
 def blob_key(data_file: DataFile) -> tuple[str, int | None]:
     """What identifies a content file in a snapshot: its path, and for a deletion vector
     (many share a Puffin file) its `content_offset`."""
-    offset_field = [f.name for f in DATA_FILE_TYPE[3].fields].index("content_offset")
-    offset: Any = data_file[offset_field] if len(data_file) > offset_field else None
-    return data_file.file_path, offset
+    return data_file.file_path, v3_field(data_file, "content_offset")

@@ -6,8 +6,10 @@ naming N (some writers write the file name itself); a table a catalog wrote keep
 current metadata is the hinted one, else the highest-numbered one; two files of the same
 number (two writers racing without a catalog) are ambiguous, and the user must name one or
 use the catalog. A hint that is unreadable or names a missing file is passed over for the
-listing, as Iceberg Java's Hadoop tables do. Pure: the caller lists the folder and reads
-the hint.
+listing, as Iceberg Java's Hadoop tables do; a hint that lags (a commit whose hint update
+was lost: Java rewrites the hint after creating `vN+1`) is walked forward while the next
+`vN+1` exists, as Java's `HadoopTableOperations.refresh` does. Pure: the caller lists the
+folder and reads the hint.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def current_metadata_name(names: Iterable[str], hint: str | None, where: str) ->
     present = set(names)
     name = hinted_name(hint) if hint is not None else None
     if name is not None and name in present:
-        return name
+        return _newer_versions(name, present)
     numbered = sorted(
         ((n, name) for name in present if (n := metadata_number(name)) is not None),
         reverse=True,
@@ -61,3 +63,21 @@ def current_metadata_name(names: Iterable[str], hint: str | None, where: str) ->
             "through its catalog (--catalog)"
         )
     return numbered[0][1]
+
+
+def _newer_versions(name: str, present: set[str]) -> str:
+    """`vN.metadata.json` walked forward to the last `vN+1`, `vN+2`, ... present (gzip
+    names too); other names as they are."""
+    match = re.match(r"^v(\d+)\.", name)
+    if match is None:
+        return name
+    version = int(match[1])
+    while True:
+        following = [
+            f"v{version + 1}{suffix}"
+            for suffix in (".metadata.json", ".gz.metadata.json", ".metadata.json.gz")
+        ]
+        found = [n for n in following if n in present]
+        if not found:
+            return name
+        version, name = version + 1, found[0]

@@ -35,7 +35,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dvtool import interrupts
-from dvtool.errors import FileMissingError, StorageError, WriteRefusedError
+from dvtool.errors import (
+    CommitOutcomeUnknownError,
+    FileMissingError,
+    StorageError,
+    WriteRefusedError,
+)
 from dvtool.iceberg.commit_rules import (
     apply_updates,
     check_requirements,
@@ -178,7 +183,15 @@ def _put(storage: Storage, location: str, data: bytes) -> None:
         except StorageError as error:
             created = _read_back(storage, location, data, error.message)
         except KeyboardInterrupt as stop:
-            if not _read_back(storage, location, data, "interrupted"):
+            # Raised inside the put (where no signal can be deferred): ours if it landed.
+            try:
+                landed = _read_back(storage, location, data, "interrupted")
+            except StorageError as unknown:
+                if isinstance(unknown, CommitOutcomeUnknownError):
+                    interrupts.record(interrupts.signum_of(stop))
+                    raise
+                raise stop from None  # provably not landed: the interrupt stops the command
+            if not landed:
                 raise
             interrupts.record(interrupts.signum_of(stop))
             return

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
 PARTITION_SUMMARY_LIMIT = "write.summary.partition-limit"
-_CONTENT_SIZE = 19
-"""The position of `content_size_in_bytes` in a v3 data_file record."""
 
 
 @dataclass
@@ -125,11 +123,10 @@ def is_dv(data_file: DataFile) -> bool:
 
 def content_size(data_file: DataFile) -> int:
     """The bytes a file adds to the table: a DV's blob size, another file's size."""
-    if is_dv(data_file) and len(data_file) > _CONTENT_SIZE:
-        blob_size = data_file[_CONTENT_SIZE]
-        if blob_size is not None:
-            return int(blob_size)
-    return int(data_file.file_size_in_bytes)
+    from dvtool.iceberg.manifest_writers import v3_field
+
+    blob_size = v3_field(data_file, "content_size_in_bytes") if is_dv(data_file) else None
+    return int(blob_size if blob_size is not None else data_file.file_size_in_bytes)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.optimize.iceberg import IcebergOptimizeResult
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
+    from dvtool.commands.vacuum.iceberg import IcebergVacuumResult
 
 
 class Renderer(Output):
@@ -119,6 +120,11 @@ class Renderer(Output):
         from dvtool.render import log as render_log
 
         render_log.vacuum(self, result)
+
+    def vacuum_iceberg(self, result: IcebergVacuumResult) -> None:
+        from dvtool.render import vacuum_iceberg as view
+
+        view.show(self, result)
 
     def log_cleanup(self, result: LogCleanupResult) -> None:
         from dvtool.render import (

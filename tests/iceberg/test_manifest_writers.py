@@ -34,6 +34,7 @@ from dvtool.iceberg.manifest_writers import (
     manifest_list_writer,
     manifest_writer,
     read_manifest_list,
+    v3_field,
 )
 from tests.iceberg.snapshot_commits import SCHEMA
 from tests.iceberg_oracles import duckdb_connection
@@ -272,7 +273,7 @@ def test_first_row_ids_are_inherited_by_live_entries_without_one() -> None:
         entry(1, data_file("/t/d.parquet", record_count=2), seq=1),
     ]
     inherit_first_row_ids(entries, manifest)
-    assert [e.data_file[16] for e in entries] == [50, 7, None, 55]
+    assert [v3_field(e.data_file, "first_row_id") for e in entries] == [50, 7, None, 55]
 
 
 def test_codec_names() -> None:

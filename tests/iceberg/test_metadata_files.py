@@ -35,8 +35,12 @@ def test_metadata_numbers(name: str, number: int | None) -> None:
 
 def test_the_hint_wins_when_its_file_is_there() -> None:
     assert current_metadata_name(HADOOP_FILES, "2\n", "t/metadata") == "v2.metadata.json"
+    # A hint that lags is walked forward while v{N+1} exists, as Iceberg Java reads it.
     assert current_metadata_name(HADOOP_FILES, "v1.metadata.json", "t/metadata") == (
-        "v1.metadata.json"
+        "v2.metadata.json"
+    )
+    assert current_metadata_name([*HADOOP_FILES, "v3.gz.metadata.json"], "1", "t") == (
+        "v3.gz.metadata.json"
     )
 
 

@@ -30,11 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO, parquet_file_to_data_file
 from pyiceberg.typedef import Record
 
+from dvtool.iceberg.manifest_writers import v3_field
 from dvtool.iceberg.snapshot_files import live_files
 from dvtool.iceberg.snapshot_producer import AddedFile, SnapshotChanges, produce_snapshot
 from dvtool.iceberg.tables import IcebergTable, open_iceberg
@@ -232,8 +234,8 @@ def test_v3_replace_remove_and_rewrite(copies: Callable[[str], Copy]) -> None:
     assert dv_rows == [
         {
             "referenced_data_file": target.path,
-            "content_offset": dv[18],
-            "content_size_in_bytes": dv[19],
+            "content_offset": v3_field(dv, "content_offset"),
+            "content_size_in_bytes": v3_field(dv, "content_size_in_bytes"),
         }
     ]
     snapshot = produced.snapshot
@@ -275,3 +277,58 @@ def test_v3_replace_remove_and_rewrite(copies: Callable[[str], Copy]) -> None:
         "file_sequence_number": produced.snapshot.sequence_number,
     }
     spark_deletes(copy, copy.expected[-1]["id"])
+
+
+ENGINE_KEYS = ("spark.", "engine-", "app-", "iceberg-version")
+
+
+def java_shape(summary: dict[str, str], *counted: str) -> dict[str, str]:
+    """A summary without the engine's own keys; of the figures that differ between two
+    like changes (sizes, totals, manifests kept, and the `counted` ones) only the keys."""
+    varying = ("-size", "total-", "manifests-kept", *counted)
+    return {
+        k: ("*" if any(v in k for v in varying) else value)
+        for k, value in summary.items()
+        if not k.startswith(ENGINE_KEYS)
+    }
+
+
+def append_rows(copy: Copy, name: str, ids: range) -> Any:
+    """Write rows `ids` to a new data file of the (unpartitioned) copy; its DataFile."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    rows = [{"id": i, "cat": "z", "d": dt.date(2024, 2, 1), "v": i} for i in ids]
+    schema = schema_to_pyarrow(copy.table.metadata.schema())
+    path = copy.root / "data" / name
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    copy.expected = sorted([*copy.expected, *rows], key=lambda r: r["id"])
+    return parquet_file_to_data_file(PyArrowFileIO(), copy.table.metadata, str(path))
+
+
+@pytest.mark.parametrize("name", ["v2_flat", "v3_flat"])
+def test_summaries_have_the_shape_of_icebergs(name: str, copies: Callable[[str], Copy]) -> None:
+    """dvtool appends two files (compared with the fixture's Spark INSERT), deletes one row
+    of one (a position delete file on v2, a DV on v3), then Iceberg Spark deletes one row
+    of the other: the summaries have the same keys and counts (Java's SnapshotSummary;
+    changed-partition-count of an unpartitioned table included)."""
+    copy = copies(name)
+    inserted = copy.table.metadata.snapshots[0].summary
+    assert inserted is not None
+    ours, theirs = (append_rows(copy, f"dvtool-{n}.parquet", range(n, n + 4)) for n in (1000, 2000))
+    produced = copy.commit(SnapshotChanges("append", added=(AddedFile(ours), AddedFile(theirs))))
+    assert_reads(copy)
+    appended = dict(produced.snapshot.summary.additional_properties)
+    assert java_shape(appended, "added-") == java_shape(
+        dict(inserted.additional_properties), "added-"
+    )
+    if copy.table.metadata.format_version == 2:
+        delete = position_delete_file(copy.table, "dvtool-one.parquet", [(ours.file_path, 0)])
+    else:
+        (delete,) = puffin_dvs(copy.table, "dvtool-one.puffin", {ours.file_path: [0]})
+    produced = copy.commit(SnapshotChanges("delete", added=(AddedFile(delete),)))
+    copy.drop({1000})
+    assert_reads(copy)
+    spark_deletes(copy, 2000)
+    spark_summary = copy.table.metadata.current_snapshot().summary  # type: ignore[union-attr]
+    mine = dict(produced.snapshot.summary.additional_properties)
+    assert java_shape(mine) == java_shape(dict(spark_summary.additional_properties))
