@@ -47,10 +47,18 @@ Row = dict[str, Any]
 Source = str | Path | Table
 ORACLES = ("pyiceberg", "duckdb", "polars")
 # The refusals known today, by oracle: (exception type, message fragment).
+EQUALITY_REFUSAL = "PyIceberg does not yet support equality deletes"
 KNOWN_REFUSALS: dict[str, tuple[type[BaseException], str]] = {
-    "pyiceberg": (ValueError, "PyIceberg does not yet support equality deletes"),
+    "pyiceberg": (ValueError, EQUALITY_REFUSAL),
     # polars plans the scan with pyiceberg when a table has equality deletes.
-    "polars": (ValueError, "PyIceberg does not yet support equality deletes"),
+    "polars": (ValueError, EQUALITY_REFUSAL),
+}
+# Further refusals: polars' native reader reads only position delete files limited to one
+# data file (file-scoped, as Iceberg Spark writes them by default), once it has fallen back
+# to pyiceberg's planning; partition-scoped ones (Flink's, `write.delete.granularity =
+# partition`, a rewrite combining a partition's deletes) are valid Iceberg it refuses.
+MORE_REFUSALS: dict[str, list[tuple[type[BaseException], str]]] = {
+    "polars": [(Exception, "position delete file not limited to one data file")],
 }
 
 
@@ -79,9 +87,10 @@ def schema_columns(table: Table) -> list[str]:
 
 
 def _refusal(oracle: str, exc: BaseException) -> OracleRefused | None:
-    known = KNOWN_REFUSALS.get(oracle)
-    if known and isinstance(exc, known[0]) and known[1].lower() in str(exc).lower():
-        return OracleRefused(oracle, str(exc))
+    known = [KNOWN_REFUSALS[oracle]] if oracle in KNOWN_REFUSALS else []
+    for kind, fragment in known + MORE_REFUSALS.get(oracle, []):
+        if isinstance(exc, kind) and fragment.lower() in str(exc).lower():
+            return OracleRefused(oracle, str(exc))
     return None
 
 

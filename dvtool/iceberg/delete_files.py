@@ -127,6 +127,7 @@ def write_position_deletes(
 
     data = encode_position_deletes(deletes, codec)
     _create(io, location, data)
+    sizes = _column_sizes(data)
     paths = sorted(d.path for d in deletes)
     count = sum(len(d.positions) for d in deletes)
     lowest = min(int(d.positions.min()) for d in deletes)
@@ -139,7 +140,9 @@ def write_position_deletes(
         partition=first.partition,
         record_count=count,
         file_size=len(data),
+        column_sizes=sizes,
         value_counts={FILE_PATH_ID: count, POS_ID: count},
+        nan_value_counts={},
         null_value_counts={FILE_PATH_ID: 0, POS_ID: 0},
         lower_bounds={
             FILE_PATH_ID: to_bytes(StringType(), paths[0]),
@@ -176,6 +179,21 @@ def write_deletion_vectors(
         )
         for d, meta in zip(ordered, placed, strict=True)
     ]
+
+
+def _column_sizes(data: bytes) -> dict[int, int]:
+    """The compressed bytes of each column, by field id (the `column_sizes` metric)."""
+    import io as bytes_io
+
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(bytes_io.BytesIO(data)).metadata
+    sizes = {FILE_PATH_ID: 0, POS_ID: 0}
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for column, field_id in enumerate((FILE_PATH_ID, POS_ID)):
+            sizes[field_id] += row_group.column(column).total_compressed_size
+    return sizes
 
 
 def _create(io: FileIO, location: str, data: bytes) -> None:

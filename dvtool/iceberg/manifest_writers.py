@@ -132,7 +132,45 @@ def as_v3_manifest_file(manifest: ManifestFile) -> ManifestFile:
     return ManifestFile(*values, *([None] * (_MANIFEST_FILE_V3_FIELDS - len(values))))
 
 
-class DeleteManifestWriterV2(ManifestWriterV2):
+EQUALITY_IDS = 135
+
+
+def _with_int_equality_ids(schema: Schema) -> Schema:
+    """The manifest entry schema with `equality_ids` as the spec types it, `list<136: int>`.
+
+    pyiceberg 0.12 types it `list<long>`; Iceberg Java cannot read a long array as the int
+    list it projects (its Spark `entries`/`delete_files` metadata tables fail on such a
+    manifest), while every reader reads an int list as longs. A fix that belongs upstream."""
+    from pyiceberg.schema import Schema as IcebergSchema
+    from pyiceberg.types import IntegerType, ListType, NestedField, StructType
+
+    def fixed(field: NestedField) -> NestedField:
+        if field.field_id == EQUALITY_IDS:
+            element = ListType(136, IntegerType(), element_required=True)
+            return NestedField(field.field_id, field.name, element, field.required, field.doc)
+        return field
+
+    fields = []
+    for field in schema.fields:
+        if isinstance(field.field_type, StructType) and field.name == "data_file":
+            struct = StructType(*(fixed(f) for f in field.field_type.fields))
+            field = NestedField(field.field_id, field.name, struct, field.required, field.doc)
+        fields.append(field)
+    return IcebergSchema(*fields, schema_id=schema.schema_id)
+
+
+class _JavaEntrySchema(ManifestWriter):
+    """Writes entries with the spec's types (see `_with_int_equality_ids`)."""
+
+    def _with_partition(self, format_version: TableVersion) -> Schema:
+        return _with_int_equality_ids(super()._with_partition(format_version))
+
+
+class DataManifestWriterV2(_JavaEntrySchema, ManifestWriterV2):
+    """A format version 2 data manifest (pyiceberg's, with the spec's entry types)."""
+
+
+class DeleteManifestWriterV2(_JavaEntrySchema, ManifestWriterV2):
     """A format version 2 delete manifest: position and equality delete files."""
 
     def content(self) -> ManifestContent:
@@ -148,7 +186,7 @@ class DeleteManifestWriterV2(ManifestWriterV2):
         return super().prepare_entry(entry)
 
 
-class ManifestWriterV3(ManifestWriter):
+class ManifestWriterV3(_JavaEntrySchema, ManifestWriter):
     """A format version 3 data manifest, written with the v3 entry schema."""
 
     @property
@@ -331,6 +369,8 @@ def manifest_writer(
         if format_version < 2:
             raise ValueError("format version 1 tables have no delete files")
         return DeleteManifestWriterV2(spec, schema, output, snapshot_id, avro_compression)
+    if format_version == 2:
+        return DataManifestWriterV2(spec, schema, output, snapshot_id, avro_compression)
     return write_manifest(format_version, spec, schema, output, snapshot_id, avro_compression)
 
 

@@ -11,7 +11,6 @@ Afterwards every reader reads the original rows minus the union of both deletes,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,8 @@ from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Progress, ScanFile, TableLayout
 from dvtool.iceberg.tables import open_iceberg
 from dvtool.predicate import Predicate
-from tests import iceberg_oracles as oracles
-from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
-from tests.reference.iceberg_tables import copy_table, latest_metadata, warehouse
+from tests.reference.iceberg_writes import copy_into_catalog, readers_agree
 
 NAMESPACE = "dvrace"
 
@@ -57,20 +54,7 @@ class ConcurrentEngine(ArrowEngine):
 
 
 def _copy(session: JvmSession, entry: dict[str, Any], name: str) -> tuple[Path, str]:
-    folder = warehouse(session) / NAMESPACE / name
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    copy_table(session, entry, folder)
-    return folder, f"local.{NAMESPACE}.{name}"
-
-
-def _readers_agree(session: JvmSession, folder: Path, table: str, expected: list[Any]) -> None:
-    for oracle in oracles.ORACLES:
-        assert oracles.oracle_rows(oracle, latest_metadata(folder)) == expected, oracle
-    session.sql(f"REFRESH TABLE {table}")
-    assert session.rows(f"SELECT * FROM {table} ORDER BY id") == expected
-    result = run("inspect", folder, "--verify", "--json")
-    assert result.exit_code == 0, all_output(result)
-    assert json.loads(result.stdout)["verify"]["problems"] == []
+    return copy_into_catalog(session, entry, NAMESPACE, name)
 
 
 def _delete(folder: Path, where: str, meanwhile: Callable[[], None]) -> Any:
@@ -139,7 +123,7 @@ def test_delete_against_a_concurrent_spark_commit(
         ]
         expected = sorted(expected + inserted, key=lambda r: r["id"])
     expected = [r for r in expected if not _matches(r) and not (removes and removes(r))]
-    _readers_agree(iceberg_spark, folder, table, expected)
+    readers_agree(iceberg_spark, folder, table, expected)
 
 
 def test_convert_equality_against_a_concurrent_spark_delete(
@@ -166,4 +150,4 @@ def test_convert_equality_against_a_concurrent_spark_delete(
     )
     assert result.snapshot_id is not None and fired and result.retries == 1
     expected = [r for r in entry["expected"] if r["id"] % 7 != 2]
-    _readers_agree(iceberg_spark, folder, table, expected)
+    readers_agree(iceberg_spark, folder, table, expected)
