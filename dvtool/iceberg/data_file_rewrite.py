@@ -168,15 +168,15 @@ def source_batches(
         projection = ExactProjection(file_schema, target, path, metadata.format_version, constants)
         start = 0
         for raw in _batches(parquet, columns):
-            kept = _kept(drop, start, raw.num_rows)
-            positions = np.arange(start, start + raw.num_rows) if kept is None else kept + start
-            start += raw.num_rows
-            if len(positions) == 0:
+            keep = _keep_mask(drop, start, raw.num_rows)
+            first, start = start, start + raw.num_rows
+            selected = raw if keep is None else raw.filter(pa.array(keep))
+            if selected.num_rows == 0:
                 continue
-            selected = raw if kept is None else raw.take(pa.array(kept))
             batch = project_batch(selected, projection, target, out)
             if metadata.format_version >= 3:
-                batch = _with_lineage(batch, source, positions)
+                positions = np.arange(raw.num_rows) if keep is None else np.flatnonzero(keep)
+                batch = _with_lineage(batch, source, positions + first)
             yield batch
 
 
@@ -234,15 +234,15 @@ def _batches(parquet: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
 
 
-def _kept(drop: np.ndarray, start: int, count: int) -> np.ndarray | None:
-    """The indexes in a batch of the file's rows start..start+count-1 that `drop` (sorted
-    positions) keeps; None when it keeps them all."""
+def _keep_mask(drop: np.ndarray, start: int, count: int) -> np.ndarray | None:
+    """Which rows of a batch of the file's rows start..start+count-1 `drop` (sorted
+    positions) keeps, as a boolean mask; None when it keeps them all."""
     lo, hi = np.searchsorted(drop, [start, start + count])
     if lo == hi:
         return None
     mask = np.ones(count, dtype=np.bool_)
     mask[(drop[lo:hi] - np.uint64(start)).astype(np.int64)] = False
-    return np.flatnonzero(mask)
+    return mask
 
 
 def _with_lineage(

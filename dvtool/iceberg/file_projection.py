@@ -98,6 +98,32 @@ def _promotes(file_type: IcebergType, table_type: IcebergType, format_version: i
     return False
 
 
+def arrow_type(primitive: IcebergType) -> pa.DataType:
+    """The arrow type rewrites hold a primitive in: pyiceberg's, with 32-bit offsets
+    (`string`, `binary`: a record batch of a file holds them, and no copy is made)."""
+    typ = schema_to_pyarrow(primitive, include_field_ids=True)
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(typ, typ)
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The arrow schema of rewritten files: pyiceberg's, with `PARQUET:field_id` on every
+    field, 32-bit offsets (`arrow_type`)."""
+    full = schema_to_pyarrow(schema, include_field_ids=True)
+    return pa.schema([f.with_type(_small(f.type)) for f in full], metadata=full.metadata)
+
+
+def _small(typ: pa.DataType) -> pa.DataType:
+    """`typ` with 32-bit offsets, its nested fields (and their field ids) kept."""
+    if pa.types.is_struct(typ):
+        return pa.struct([f.with_type(_small(f.type)) for f in typ])
+    if pa.types.is_map(typ):
+        key, item = typ.key_field, typ.item_field
+        return pa.map_(key.with_type(_small(key.type)), item.with_type(_small(item.type)))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return pa.list_(typ.value_field.with_type(_small(typ.value_type)))
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(typ, typ)
+
+
 class ExactProjection(ArrowProjectionVisitor):
     """pyiceberg's projection of a file's batch onto a schema, with exact casts and null
     lists and maps kept null (module docstring). `location` names the file in errors."""
@@ -136,7 +162,7 @@ class ExactProjection(ArrowProjectionVisitor):
                 f"is not the table's type {field.field_type} nor promotes to it",
                 hint="Iceberg readers cannot read this file either: repair or remove it.",
             )
-        target = schema_to_pyarrow(field.field_type, include_field_ids=True)
+        target = arrow_type(field.field_type)
         if values.type == target:
             return values
         if isinstance(file_type, UnknownType):
@@ -158,10 +184,10 @@ class ExactProjection(ArrowProjectionVisitor):
             return None
         values = self._cast_if_needed(list_type.element_field, value_array)
         element = self._construct_field(list_type.element_field, values.type)
-        return pa.LargeListArray.from_arrays(
-            list_array.offsets.cast(pa.int64()),
+        return pa.ListArray.from_arrays(
+            list_array.offsets.cast(pa.int32()),
             values,
-            type=pa.large_list(element),
+            type=pa.list_(element),
             mask=list_array.is_null() if list_array.null_count else None,
         )
 

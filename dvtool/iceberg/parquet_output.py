@@ -36,7 +36,6 @@ from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
-    schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema, sanitize_column_names
@@ -44,6 +43,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, FloatType
 
 from dvtool.errors import UnsupportedFeatureError
+from dvtool.iceberg.file_projection import arrow_schema
 
 _MIB = 1024 * 1024
 # The rows are not sorted by the table's sort order: the file claims the unsorted order (id 0,
@@ -137,7 +137,7 @@ class DataFileWriter:
     ) -> None:
         self.schema = schema
         self._file_schema = sanitize_column_names(schema)
-        self.arrow_schema = schema_to_pyarrow(self._file_schema, include_field_ids=True)
+        self.arrow_schema = arrow_schema(self._file_schema)
         self._properties = dict(properties)
         self._settings = settings
         self._stream = stream

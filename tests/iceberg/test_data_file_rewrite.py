@@ -12,7 +12,6 @@ tests/reference/test_iceberg_data_file_rewrite.py; here a v3 view of a pyiceberg
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,29 +21,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import FileScanTask, Table
-from pyiceberg.table.metadata import TableMetadata, TableMetadataV3
+from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
-    DateType,
     DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
-    ListType,
     LongType,
-    MapType,
     NestedField,
     StringType,
-    StructType,
-    TimestampType,
-    TimestamptzType,
 )
 from pyroaring import BitMap64
 
@@ -53,16 +43,14 @@ from dvtool.errors import (
     DataFileError,
     FileMissingError,
     StorageError,
-    UnrepresentableValueError,
 )
 from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
+from tests.iceberg.rewrite_files import field_ids, read_file, sql_catalog, values
 
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> SqlCatalog:
-    catalog = SqlCatalog("rw", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
-    catalog.create_namespace("ns")
-    return catalog
+    return sql_catalog(tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -91,25 +79,14 @@ def _sources(table: Table, drops: dict[int, list[int]] | None = None) -> list[Re
     ]
 
 
-def _read(metadata: TableMetadata, table: Table, data_file: DataFile) -> pa.Table:
-    """pyiceberg's reading of one data file onto the current schema, no deletes."""
-    scan = ArrowScan(metadata, table.io, metadata.schema(), AlwaysTrue())
-    return scan.to_table([FileScanTask(data_file)])
-
-
 def _expected(table: Table, sources: list[RewriteSource]) -> pa.Table:
     """The rows of `sources` (read by pyiceberg) without their dropped positions."""
     parts = []
     for source in sources:
-        rows = _read(table.metadata, table, source.data_file)
+        rows = read_file(table.metadata, table, source.data_file)
         keep = [i for i in range(rows.num_rows) if i not in source.drop]
         parts.append(rows.take(pa.array(keep, pa.int64())))
     return pa.concat_tables(parts, promote_options="permissive")
-
-
-def _values(rows: pa.Table) -> list[dict[str, Any]]:
-    """The rows as Python values, NaN as a string (NaN != NaN), whatever the arrow types."""
-    return [{k: "NaN" if v != v else v for k, v in row.items()} for row in rows.to_pylist()]
 
 
 def _rewrite(table: Table, sources: list[RewriteSource], path: Path, **kw: Any) -> DataFile:
@@ -134,26 +111,6 @@ def _stats(data_file: DataFile) -> tuple[Any, ...]:
         data_file.lower_bounds,
         data_file.upper_bounds,
     )
-
-
-def _field_ids(schema: pa.Schema | pa.DataType) -> list[str]:
-    """Every field's `PARQUET:field_id`, nested fields too, depth first."""
-    fields = list(schema) if isinstance(schema, pa.Schema) else _children(schema)
-    ids = []
-    for field in fields:
-        ids.append((field.metadata or {}).get(b"PARQUET:field_id", b"?").decode())
-        ids.extend(_field_ids(field.type))
-    return ids
-
-
-def _children(typ: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(typ):
-        return list(typ)
-    if pa.types.is_map(typ):
-        return [typ.key_field, typ.item_field]
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return [typ.value_field]
-    return []
 
 
 ROWS = 2000
@@ -188,7 +145,7 @@ def test_rows_minus_dropped_positions_in_order_with_pyiceberg_metrics(
     sources = _sources(table, drops)
     written = _rewrite(table, sources, tmp_path / "out.parquet")
     expected = _expected(table, sources)
-    assert _values(_read(table.metadata, table, written)) == _values(expected)
+    assert values(read_file(table.metadata, table, written)) == values(expected)
     assert written.file_size_in_bytes == (tmp_path / "out.parquet").stat().st_size
     assert written.content == DataFileContent.DATA and written.file_format == FileFormat.PARQUET
     assert written.spec_id == 0 and written.sort_order_id == 0
@@ -198,7 +155,7 @@ def test_rows_minus_dropped_positions_in_order_with_pyiceberg_metrics(
     assert _stats(written) == _stats(theirs)
     assert written.nan_value_counts == {3: sum(1 for v in expected["x"].to_pylist() if v != v)}
     footer = pq.ParquetFile(tmp_path / "out.parquet")
-    assert _field_ids(footer.schema_arrow) == ["1", "2", "3"]
+    assert field_ids(footer.schema_arrow) == ["1", "2", "3"]
     assert footer.metadata.row_group(0).column(0).compression == "ZSTD"
     assert b"iceberg.schema" in footer.metadata.metadata
 
@@ -259,11 +216,11 @@ def test_schema_evolution_rename_add_and_promotions(catalog: SqlCatalog, tmp_pat
     sources = _sources(table, {0: [1]})
     written = _rewrite(table, sources, tmp_path / "out.parquet")
     expected = _expected(table, sources)
-    got = _read(table.metadata, table, written)
-    assert _values(got) == _values(expected)
+    got = read_file(table.metadata, table, written)
+    assert values(got) == values(expected)
     assert got.column_names == ["id", "label", "f", "d", "extra"]
     assert got["f"].to_pylist() == [1.5, -2.25, 0.1]  # float -> double: the float's value
-    assert _field_ids(pq.read_schema(tmp_path / "out.parquet")) == ["1", "2", "3", "4", "6"]
+    assert field_ids(pq.read_schema(tmp_path / "out.parquet")) == ["1", "2", "3", "4", "6"]
 
 
 def test_sources_of_two_partition_specs_into_one_file(catalog: SqlCatalog, tmp_path: Path) -> None:
@@ -279,7 +236,7 @@ def test_sources_of_two_partition_specs_into_one_file(catalog: SqlCatalog, tmp_p
     assert {s.data_file.spec_id for s in sources} == {0, 1}
     written = _rewrite(table, sources, tmp_path / "out.parquet", spec_id=1, partition=Record())
     assert written.spec_id == 1 and written.partition == Record()
-    assert _values(_read(table.metadata, table, written)) == _values(_expected(table, sources))
+    assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
 
 
 def test_metrics_modes_and_parquet_properties(catalog: SqlCatalog, tmp_path: Path) -> None:
@@ -315,137 +272,7 @@ def test_row_groups_follow_the_row_group_size(catalog: SqlCatalog, tmp_path: Pat
         footer.row_group(i).total_byte_size < 16 * 1024 for i in range(footer.num_row_groups)
     )
     assert written.split_offsets is not None and len(written.split_offsets) == footer.num_row_groups
-    assert _values(_read(table.metadata, table, written)) == _values(_expected(table, sources))
-
-
-NESTED = Schema(
-    NestedField(1, "id", LongType()),
-    NestedField(
-        2, "s", StructType(NestedField(3, "a", IntegerType()), NestedField(4, "b", StringType()))
-    ),
-    NestedField(
-        5, "l", ListType(6, StructType(NestedField(7, "k", IntegerType())), element_required=False)
-    ),
-    NestedField(8, "m", MapType(9, StringType(), 10, LongType(), value_required=False)),
-)
-
-
-def test_nested_values_by_field_id_with_null_lists_and_maps(
-    catalog: SqlCatalog, tmp_path: Path
-) -> None:
-    """Written with pyarrow: pyiceberg's own append turns a null list of structs into []."""
-    table = catalog.create_table("ns.t", NESTED)
-    rows = [
-        {"id": 1, "s": {"a": 1, "b": "x"}, "l": [{"k": 1}, None], "m": {"p": 1}},
-        {"id": 2, "s": None, "l": None, "m": None},
-        {"id": 3, "s": {"a": None, "b": "z"}, "l": [], "m": {}},
-        {"id": 4, "s": {"a": 4, "b": None}, "l": [{"k": None}], "m": {"q": None, "r": 2}},
-    ]
-    path = tmp_path / "nested.parquet"
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema_to_pyarrow(NESTED)), path)
-    renamed = Schema(
-        NestedField(1, "id", LongType()),
-        NestedField(
-            2,
-            "s",
-            StructType(NestedField(3, "alpha", IntegerType()), NestedField(4, "b", StringType())),
-        ),
-        *NESTED.fields[2:],
-        schema_id=1,
-    )
-    metadata = table.metadata.model_copy(update={"schemas": [renamed], "current_schema_id": 1})
-    out = tmp_path / "out.parquet"
-    source = RewriteSource(_data_file(path, 4), BitMap64([0]), 1)
-    rewrite_data_files(table.io, metadata, [source], str(out), spec_id=0, partition=Record())
-    got = pq.read_table(out)
-    assert got.to_pylist() == [
-        {"id": 2, "s": None, "l": None, "m": None},
-        {"id": 3, "s": {"alpha": None, "b": "z"}, "l": [], "m": []},
-        {"id": 4, "s": {"alpha": 4, "b": None}, "l": [{"k": None}], "m": [("q", None), ("r", 2)]},
-    ]
-    assert _field_ids(got.schema) == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]
-
-
-# -- files written here: what pyiceberg's writer never writes -------------------------------
-
-
-def _field(name: str, typ: pa.DataType, field_id: int) -> pa.Field:
-    return pa.field(name, typ, metadata={b"PARQUET:field_id": str(field_id).encode()})
-
-
-def _data_file(path: Path, rows: int) -> DataFile:
-    data_file = DataFile.from_args(
-        content=DataFileContent.DATA,
-        file_path=str(path),
-        file_format=FileFormat.PARQUET,
-        partition=Record(),
-        record_count=rows,
-        file_size_in_bytes=path.stat().st_size,
-    )
-    data_file.spec_id = 0
-    return data_file
-
-
-def _one_column_table(catalog: SqlCatalog, typ: Any) -> Table:
-    return catalog.create_table("ns.t", Schema(NestedField(1, "ts", typ)))
-
-
-def test_nanosecond_timestamps_kept_exactly_or_refused(catalog: SqlCatalog, tmp_path: Path) -> None:
-    table = _one_column_table(catalog, TimestampType())
-    schema = pa.schema([_field("ts", pa.timestamp("ns"), 1)])
-    exact = tmp_path / "exact.parquet"
-    pq.write_table(
-        pa.table({"ts": pa.array([1_000, -2_000, None], pa.timestamp("ns"))}, schema=schema), exact
-    )
-    source = RewriteSource(_data_file(exact, 3), BitMap64(), 1)
-    _rewrite(table, [source], tmp_path / "ok.parquet")
-    assert pq.read_table(tmp_path / "ok.parquet")["ts"].to_pylist() == [
-        dt.datetime(1970, 1, 1, 0, 0, 0, 1),
-        dt.datetime(1969, 12, 31, 23, 59, 59, 999998),
-        None,
-    ]
-    lossy = tmp_path / "lossy.parquet"
-    pq.write_table(
-        pa.table({"ts": pa.array([1_000, 1_500], pa.timestamp("ns"))}, schema=schema), lossy
-    )
-    out = tmp_path / "out.parquet"
-    with pytest.raises(UnrepresentableValueError, match=r"lossy.parquet: column ts \(field id 1\)"):
-        _rewrite(table, [RewriteSource(_data_file(lossy, 2), BitMap64(), 1)], out)
-    assert not out.exists()
-
-
-def test_int96_timestamps_beyond_the_nanosecond_range(catalog: SqlCatalog, tmp_path: Path) -> None:
-    table = _one_column_table(catalog, TimestamptzType())
-    values = [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999), None]
-    path = tmp_path / "int96.parquet"
-    column = pa.array(values, pa.timestamp("us"))
-    pq.write_table(
-        pa.table({"ts": column}, schema=pa.schema([_field("ts", pa.timestamp("us"), 1)])),
-        path,
-        use_deprecated_int96_timestamps=True,
-        store_schema=False,
-    )
-    assert pq.ParquetFile(path).metadata.schema.column(0).physical_type == "INT96"
-    _rewrite(table, [RewriteSource(_data_file(path, 3), BitMap64(), 1)], tmp_path / "out.parquet")
-    got = pq.read_table(tmp_path / "out.parquet")["ts"]
-    assert got.type == pa.timestamp("us", tz="UTC")
-    assert got.to_pylist() == [v and v.replace(tzinfo=dt.timezone.utc) for v in values]
-
-
-def test_a_type_the_table_cannot_read_is_refused(catalog: SqlCatalog, tmp_path: Path) -> None:
-    table = _one_column_table(catalog, DateType())
-    path = tmp_path / "long.parquet"
-    pq.write_table(
-        pa.table(
-            {"ts": pa.array([1], pa.int64())}, schema=pa.schema([_field("ts", pa.int64(), 1)])
-        ),
-        path,
-    )
-    with pytest.raises(DataFileError, match=r"column ts .* is long in the file"):
-        _rewrite(
-            table, [RewriteSource(_data_file(path, 1), BitMap64(), 1)], tmp_path / "out.parquet"
-        )
-    assert not (tmp_path / "out.parquet").exists()
+    assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
 
 
 def test_footer_and_manifest_row_counts_must_agree(catalog: SqlCatalog, tmp_path: Path) -> None:
@@ -490,113 +317,3 @@ def test_a_failed_rewrite_leaves_no_file(catalog: SqlCatalog, tmp_path: Path) ->
     with pytest.raises(FileMissingError):
         _rewrite(table, [first, second], out)
     assert not out.exists()
-
-
-# -- v3: row lineage and the v3 promotions, on a v3 view of a pyiceberg table --------------
-
-
-def _v3(table: Table, schema: Schema | None = None) -> TableMetadata:
-    """`table`'s metadata as format version 3 (pyiceberg writes no v3 metadata itself)."""
-    fields = table.metadata.model_dump(by_alias=False)
-    fields.update(format_version=3, next_row_id=10_000)
-    metadata = TableMetadataV3(**fields)
-    if schema is not None:
-        metadata = metadata.model_copy(
-            update={"schemas": [schema], "current_schema_id": schema.schema_id}
-        )
-    return metadata
-
-
-ROW_ID, LAST_UPDATED = 2147483540, 2147483539
-
-
-def test_v3_lineage_kept_where_written_else_inherited(catalog: SqlCatalog, tmp_path: Path) -> None:
-    table = catalog.create_table("ns.t", Schema(NestedField(1, "id", LongType())))
-    metadata = _v3(table)
-    plain = tmp_path / "plain.parquet"
-    pq.write_table(
-        pa.table(
-            {"id": pa.array(range(5), pa.int64())}, schema=pa.schema([_field("id", pa.int64(), 1)])
-        ),
-        plain,
-    )
-    moved = tmp_path / "moved.parquet"
-    lineage = pa.schema(
-        [
-            _field("id", pa.int64(), 1),
-            _field("_row_id", pa.int64(), ROW_ID),
-            _field("_last_updated_sequence_number", pa.int64(), LAST_UPDATED),
-        ]
-    )
-    pq.write_table(
-        pa.table(
-            {
-                "id": [10, 11, 12],
-                "_row_id": [7, None, 3],
-                "_last_updated_sequence_number": [2, None, None],
-            },
-            schema=lineage,
-        ),
-        moved,
-    )
-    sources = [
-        RewriteSource(_data_file(plain, 5), BitMap64([1]), 4, first_row_id=100),
-        RewriteSource(_data_file(moved, 3), BitMap64(), 5, first_row_id=200),
-        RewriteSource(_data_file(plain, 5), BitMap64([0, 1, 2]), 4, first_row_id=None),
-    ]
-    out = tmp_path / "out.parquet"
-    rewrite_data_files(table.io, metadata, sources, str(out), spec_id=0, partition=Record())
-    got = pq.read_table(out)
-    assert got.column_names == ["id", "_row_id", "_last_updated_sequence_number"]
-    assert _field_ids(got.schema) == ["1", str(ROW_ID), str(LAST_UPDATED)]
-    assert got.to_pylist() == [
-        {"id": 0, "_row_id": 100, "_last_updated_sequence_number": 4},
-        {"id": 2, "_row_id": 102, "_last_updated_sequence_number": 4},
-        {"id": 3, "_row_id": 103, "_last_updated_sequence_number": 4},
-        {"id": 4, "_row_id": 104, "_last_updated_sequence_number": 4},
-        {"id": 10, "_row_id": 7, "_last_updated_sequence_number": 2},
-        {"id": 11, "_row_id": 201, "_last_updated_sequence_number": 5},
-        {"id": 12, "_row_id": 3, "_last_updated_sequence_number": 5},
-        {"id": 3, "_row_id": None, "_last_updated_sequence_number": None},
-        {"id": 4, "_row_id": None, "_last_updated_sequence_number": None},
-    ]
-
-
-def test_v3_date_to_timestamp_promotion_and_initial_default(
-    catalog: SqlCatalog, tmp_path: Path
-) -> None:
-    table = catalog.create_table("ns.t", Schema(NestedField(1, "d", DateType())))
-    evolved = Schema(
-        NestedField(1, "d", TimestampType()),
-        NestedField(2, "n", LongType(), required=True, initial_default=42),
-        schema_id=1,
-    )
-    metadata = _v3(table, evolved)
-    path = tmp_path / "dates.parquet"
-    pq.write_table(
-        pa.table(
-            {"d": pa.array([dt.date(2024, 2, 29), None], pa.date32())},
-            schema=pa.schema([_field("d", pa.date32(), 1)]),
-        ),
-        path,
-    )
-    out = tmp_path / "out.parquet"
-    rewrite_data_files(
-        table.io,
-        metadata,
-        [RewriteSource(_data_file(path, 2), BitMap64(), 1, 0)],
-        str(out),
-        spec_id=0,
-        partition=Record(),
-    )
-    got = pq.read_table(out, columns=["d", "n"]).to_pylist()
-    assert got == [{"d": dt.datetime(2024, 2, 29), "n": 42}, {"d": None, "n": 42}]
-    with pytest.raises(DataFileError, match="is date in the file"):
-        rewrite_data_files(
-            table.io,
-            table.metadata.model_copy(update={"schemas": [evolved], "current_schema_id": 1}),
-            [RewriteSource(_data_file(path, 2), BitMap64(), 1)],
-            str(tmp_path / "v2.parquet"),
-            spec_id=0,
-            partition=Record(),
-        )
