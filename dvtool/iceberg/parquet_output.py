@@ -6,7 +6,9 @@
 - the table's Parquet properties (Java's names and defaults): `write.parquet.compression-codec`
   (zstd), `write.parquet.compression-level`, `write.parquet.page-size-bytes` (1 MiB),
   `write.parquet.page-row-limit` (20000), `write.parquet.dict-size-bytes` (2 MiB),
-  `write.parquet.row-group-size-bytes` (128 MiB) and pyiceberg's
+  `write.parquet.row-group-size-bytes` (128 MiB), the Bloom filters of
+  `write.parquet.bloom-filter-enabled.column.*` (`...-fpp.column.*`, 0.01; at most
+  `write.parquet.bloom-filter-max-bytes`, 1 MiB, per column and row group) and pyiceberg's
   `write.parquet.row-group-limit` (rows). pyarrow writes one row group per call, so batches
   are buffered until a row group is full: the buffer is bounded by the row group size,
   counted in Arrow's in-memory bytes (at least the encoded size, so row groups never exceed
@@ -23,6 +25,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +56,40 @@ _CODECS = {"uncompressed": "none", "snappy": "snappy", "gzip": "gzip", "zstd": "
 _CODECS |= {"lz4": "lz4", "brotli": "brotli"}
 
 
+_BLOOM = "write.parquet.bloom-filter-enabled.column."
+_BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
+
+
+def bloom_filters(
+    properties: Mapping[str, str], schema: Schema, file_schema: Schema, settings: ParquetSettings
+) -> dict[str, dict[str, float]]:
+    """The Bloom filters the table's properties ask for, by Parquet column path: each sized
+    for its false-positive probability within the maximum bytes (as Iceberg Java sizes them,
+    by the bytes: the distinct values a filter of that size holds at that probability)."""
+    filters: dict[str, dict[str, float]] = {}
+    for key, value in properties.items():
+        if not key.startswith(_BLOOM) or value.strip().lower() != "true":
+            continue
+        column = key.removeprefix(_BLOOM)
+        path = _column_path(schema, file_schema, column)
+        if path is None:
+            continue
+        fpp = float(properties.get(_BLOOM_FPP + column, "0.01"))
+        ndv = settings.bloom_max_bytes * -math.log(1 - fpp ** (1 / 8)) / 8
+        filters[path] = {"ndv": max(1, min(int(ndv), settings.row_group_rows)), "fpp": fpp}
+    return filters
+
+
+def _column_path(schema: Schema, file_schema: Schema, column: str) -> str | None:
+    """The Parquet path of a primitive column outside lists and maps, None for others."""
+    try:
+        field = schema.find_field(column)
+        schema.accessor_for_field(field.field_id)  # none inside a list or a map
+    except ValueError:
+        return None
+    return file_schema.find_column_name(field.field_id) if field.field_type.is_primitive else None
+
+
 def _int(properties: Mapping[str, str], key: str, default: int) -> int:
     value = properties.get(key)
     return default if value is None else int(value)
@@ -69,6 +106,7 @@ class ParquetSettings:
     dictionary_size: int
     row_group_bytes: int
     row_group_rows: int
+    bloom_max_bytes: int
 
     @classmethod
     def of(cls, properties: Mapping[str, str]) -> ParquetSettings:
@@ -87,6 +125,7 @@ class ParquetSettings:
             dictionary_size=_int(properties, "write.parquet.dict-size-bytes", 2 * _MIB),
             row_group_bytes=_int(properties, "write.parquet.row-group-size-bytes", 128 * _MIB),
             row_group_rows=_int(properties, "write.parquet.row-group-limit", 1_048_576),
+            bloom_max_bytes=_int(properties, "write.parquet.bloom-filter-max-bytes", _MIB),
         )
 
 
@@ -157,6 +196,8 @@ class DataFileWriter:
             dictionary_pagesize_limit=settings.dictionary_size,
             store_decimal_as_integer=True,
             store_schema=False,
+            bloom_filter_options=bloom_filters(properties, schema, self._file_schema, settings)
+            or None,
         )
 
     def _nan_counted_columns(self) -> dict[int, int]:

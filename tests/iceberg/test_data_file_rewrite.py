@@ -239,12 +239,14 @@ def test_sources_of_two_partition_specs_into_one_file(catalog: SqlCatalog, tmp_p
     assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
 
 
+@pytest.mark.filterwarnings("ignore:Parquet writer option:UserWarning")  # pyiceberg's append
 def test_metrics_modes_and_parquet_properties(catalog: SqlCatalog, tmp_path: Path) -> None:
     properties = {
         "write.metadata.metrics.default": "counts",
         "write.metadata.metrics.column.cat": "truncate(1)",
         "write.metadata.metrics.column.id": "full",
         "write.parquet.compression-codec": "snappy",
+        "write.parquet.bloom-filter-enabled.column.cat": "true",
     }
     table = catalog.create_table("ns.t", ROWS_SCHEMA, properties=properties)
     table.append(_rows(0, ROWS))
@@ -257,6 +259,8 @@ def test_metrics_modes_and_parquet_properties(catalog: SqlCatalog, tmp_path: Pat
     assert set(written.lower_bounds) == {1, 2}
     footer = pq.ParquetFile(tmp_path / "out.parquet").metadata
     assert footer.row_group(0).column(0).compression == "SNAPPY"
+    blooms = [footer.row_group(0).column(i).bloom_filter_length for i in range(3)]
+    assert blooms[0] is None and 0 < blooms[1] <= 1024 * 1024 and blooms[2] is None
 
 
 @pytest.mark.filterwarnings("ignore:Parquet writer option:UserWarning")  # pyiceberg's append
