@@ -29,6 +29,7 @@ import builtins
 from typing import Any
 
 import pyarrow as pa
+from pyiceberg.exceptions import ResolveError
 from pyiceberg.io.pyarrow import (
     ArrowAccessor,
     ArrowProjectionVisitor,
@@ -62,6 +63,7 @@ from pyiceberg.types import (
 
 from dvtool.errors import DataFileError, UnrepresentableValueError
 
+_UNREADABLE = "Iceberg readers cannot read this file either: repair or remove it."
 _TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
 _BYTES = (StringType, BinaryType)
 
@@ -160,7 +162,7 @@ class ExactProjection(ArrowProjectionVisitor):
             raise DataFileError(
                 f"{self._location}: {self._column(field)} is {file_type} in the file, which "
                 f"is not the table's type {field.field_type} nor promotes to it",
-                hint="Iceberg readers cannot read this file either: repair or remove it.",
+                hint=_UNREADABLE,
             )
         target = arrow_type(field.field_type)
         if values.type == target:
@@ -219,10 +221,17 @@ class ExactProjection(ArrowProjectionVisitor):
 def project_batch(
     batch: pa.RecordBatch, projection: ExactProjection, target: Schema, out: pa.Schema
 ) -> pa.RecordBatch:
-    """`batch` (columns of a data file) as `out`, the arrow schema of `target`."""
-    struct = visit_with_partner(target, batch, projection, ArrowAccessor(projection._file_schema))
-    projected = pa.RecordBatch.from_struct_array(struct)
-    return projected.cast(out)
+    """`batch` (columns of a data file) as `out`, the arrow schema of `target`; a required
+    column the file lacks (without a default) or holds nulls in is a `DataFileError`."""
+    location = projection._location
+    try:
+        accessor = ArrowAccessor(projection._file_schema)
+        struct = visit_with_partner(target, batch, projection, accessor)
+        return pa.RecordBatch.from_struct_array(struct).cast(out)
+    except ResolveError as e:
+        raise DataFileError(f"{location}: {e}", hint=_UNREADABLE) from None
+    except ValueError as e:  # arrow: nulls cast to a non-nullable (required) field
+        raise DataFileError(f"{location}: {e} (a required column)", hint=_UNREADABLE) from None
 
 
 def unsupported_types(schema: Schema) -> builtins.list[str]:

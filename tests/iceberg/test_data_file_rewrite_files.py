@@ -167,6 +167,21 @@ def test_a_type_the_table_cannot_read_is_refused(catalog: SqlCatalog, tmp_path: 
     assert not (tmp_path / "out.parquet").exists()
 
 
+def test_a_required_column_without_a_value_is_refused(catalog: SqlCatalog, tmp_path: Path) -> None:
+    schema = Schema(NestedField(1, "id", LongType(), required=True))
+    table = catalog.create_table("ns.t", schema)
+    nulls = tmp_path / "nulls.parquet"
+    id_schema = pa.schema([field("id", pa.int64(), 1)])
+    pq.write_table(pa.table({"id": [1, None]}, schema=id_schema), nulls)
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1]}, schema=pa.schema([field("x", pa.int64(), 2)])), other)
+    for path, rows, message in ((nulls, 2, "null values"), (other, 1, "required")):
+        out = tmp_path / f"out-{rows}.parquet"
+        with pytest.raises(DataFileError, match=message):
+            _rewrite(table, [RewriteSource(data_file(path, rows), BitMap64(), 1)], out)
+        assert not out.exists()
+
+
 def test_a_column_the_file_lacks_takes_its_identity_partition_value(
     catalog: SqlCatalog, tmp_path: Path
 ) -> None:
