@@ -43,7 +43,12 @@ from dvtool.deletion_vectors.codec import bitmap_rows
 from dvtool.errors import DataFileError, UnsupportedFeatureError
 from dvtool.iceberg.deleted_rows import count_below, read_errors
 from dvtool.iceberg.file_projection import ExactProjection, project_batch, unsupported_types
-from dvtool.iceberg.parquet_output import CountingStream, DataFileWriter, ParquetSettings
+from dvtool.iceberg.parquet_output import (
+    CountingStream,
+    DataFileWriter,
+    ParquetSettings,
+    statistics_plan,
+)
 from dvtool.storage.failures import backend_errors
 
 if TYPE_CHECKING:
@@ -126,13 +131,14 @@ def rewrite_data_files(
             f"dvtool cannot rewrite data files of columns of these Iceberg types: {', '.join(bad)}"
         )
     settings = ParquetSettings.of(metadata.properties)
+    statistics_plan(schema, metadata.properties)  # a malformed property: before any file
     with backend_errors(location, "create", missing=False):
         stream = CountingStream(io.new_output(location).create(overwrite=False))
     writer: DataFileWriter | None = None
     try:
         with backend_errors(location, "write", missing=False):
             writer = DataFileWriter(stream, schema, metadata.properties, settings)
-            for source in sources:
+            for source in (s for s in sources if s.remaining_rows):
                 for batch in source_batches(io, metadata, source, schema, writer.arrow_schema):
                     writer.write(batch)
             return writer.finish(location, spec_id=spec_id, partition=partition)

@@ -45,7 +45,7 @@ from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, FloatType
 
-from dvtool.errors import UnsupportedFeatureError
+from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 from dvtool.iceberg.file_projection import arrow_schema
 
 _MIB = 1024 * 1024
@@ -74,7 +74,11 @@ def bloom_filters(
         path = _column_path(schema, file_schema, column)
         if path is None:
             continue
-        fpp = float(properties.get(_BLOOM_FPP + column, "0.01"))
+        fpp_text = properties.get(_BLOOM_FPP + column, "0.01")
+        try:
+            fpp = float(fpp_text)
+        except ValueError:
+            raise _malformed(_BLOOM_FPP + column, fpp_text) from None
         ndv = settings.bloom_max_bytes * -math.log(1 - fpp ** (1 / 8)) / 8
         filters[path] = {"ndv": max(1, min(int(ndv), settings.row_group_rows)), "fpp": fpp}
     return filters
@@ -92,7 +96,30 @@ def _column_path(schema: Schema, file_schema: Schema, column: str) -> str | None
 
 def _int(properties: Mapping[str, str], key: str, default: int) -> int:
     value = properties.get(key)
-    return default if value is None else int(value)
+    try:
+        return default if value is None else int(value)
+    except ValueError:
+        raise _malformed(key, value) from None
+
+
+def _malformed(key: str, value: str | None) -> WriteRefusedError:
+    return WriteRefusedError(
+        f"the table property {key}={value} is malformed",
+        hint="Correct the property (Iceberg's documentation gives its values) to write.",
+    )
+
+
+def statistics_plan(schema: Schema, properties: Mapping[str, str]) -> dict[int, Any]:
+    """pyiceberg's metrics plan of `schema` (the metrics mode of each column), or a
+    `WriteRefusedError` naming a malformed `write.metadata.metrics.*` property."""
+    try:
+        return compute_statistics_plan(schema, dict(properties))
+    except ValueError as e:
+        keys = [k for k in properties if k.startswith("write.metadata.metrics.")]
+        raise WriteRefusedError(
+            f"a metrics property of the table is malformed ({', '.join(sorted(keys))}): {e}",
+            hint="Correct it (none, counts, truncate(N) or full) to write this table.",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -116,10 +143,9 @@ class ParquetSettings:
                 f"write.parquet.compression-codec={codec} is not a codec dvtool can write",
                 hint=f"Set it to one of {', '.join(sorted(_CODECS))} to rewrite this table.",
             )
-        level = properties.get("write.parquet.compression-level")
         return cls(
             compression=_CODECS[codec],
-            compression_level=None if level is None else int(level),
+            compression_level=_level(properties),
             page_size=_int(properties, "write.parquet.page-size-bytes", _MIB),
             page_rows=_int(properties, "write.parquet.page-row-limit", 20_000),
             dictionary_size=_int(properties, "write.parquet.dict-size-bytes", 2 * _MIB),
@@ -127,6 +153,11 @@ class ParquetSettings:
             row_group_rows=_int(properties, "write.parquet.row-group-limit", 1_048_576),
             bloom_max_bytes=_int(properties, "write.parquet.bloom-filter-max-bytes", _MIB),
         )
+
+
+def _level(properties: Mapping[str, str]) -> int | None:
+    key = "write.parquet.compression-level"
+    return None if properties.get(key) is None else _int(properties, key, 0)
 
 
 class CountingStream:
@@ -180,7 +211,7 @@ class DataFileWriter:
         self._properties = dict(properties)
         self._settings = settings
         self._stream = stream
-        self._plan = compute_statistics_plan(schema, self._properties)
+        self._plan = statistics_plan(schema, properties)
         self._nan_columns = self._nan_counted_columns()
         self._nans = dict.fromkeys(self._nan_columns.values(), 0)
         self._pending: list[pa.RecordBatch] = []

@@ -43,6 +43,8 @@ from dvtool.errors import (
     DataFileError,
     FileMissingError,
     StorageError,
+    UnsupportedFeatureError,
+    WriteRefusedError,
 )
 from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
 from tests.iceberg.rewrite_files import field_ids, read_file, sql_catalog, values
@@ -321,3 +323,33 @@ def test_a_failed_rewrite_leaves_no_file(catalog: SqlCatalog, tmp_path: Path) ->
     with pytest.raises(FileMissingError):
         _rewrite(table, [first, second], out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("properties", "error"),
+    [
+        ({"write.parquet.compression-codec": "lzo"}, UnsupportedFeatureError),
+        ({"write.parquet.row-group-size-bytes": "big"}, WriteRefusedError),
+        ({"write.metadata.metrics.default": "truncate(0)"}, WriteRefusedError),
+    ],
+)
+def test_properties_dvtool_cannot_honour_are_refused_before_writing(
+    catalog: SqlCatalog, tmp_path: Path, properties: dict[str, str], error: type[Exception]
+) -> None:
+    table = catalog.create_table("ns.t", ROWS_SCHEMA)
+    table.append(_rows(0, 10))
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    out = tmp_path / "out.parquet"
+    with pytest.raises(error, match=next(iter(properties))):
+        _rewrite(table, _sources(table), out, metadata=metadata)
+    assert not out.exists()
+
+
+def test_a_source_whose_rows_all_go_is_not_read(catalog: SqlCatalog, tmp_path: Path) -> None:
+    table = catalog.create_table("ns.t", ROWS_SCHEMA)
+    table.append(_rows(0, 10))
+    table.append(_rows(10, 20))
+    first, second = _sources(table, {0: list(range(10))})
+    Path(first.data_file.file_path.removeprefix("file://")).unlink()
+    written = _rewrite(table, [first, second], tmp_path / "out.parquet")
+    assert values(read_file(table.metadata, table, written)) == values(_rows(10, 20))
