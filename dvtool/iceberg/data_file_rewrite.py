@@ -38,6 +38,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import ListType, LongType, MapType, NestedField
 from pyroaring import BitMap64
 
+from dvtool.arrays import arrow_values
 from dvtool.data_files.reading import parquet_file
 from dvtool.deletion_vectors.codec import bitmap_rows
 from dvtool.errors import DataFileError, UnsupportedFeatureError
@@ -176,7 +177,7 @@ def source_batches(
         for raw in _batches(parquet, columns):
             keep = _keep_mask(drop, start, raw.num_rows)
             first, start = start, start + raw.num_rows
-            selected = raw if keep is None else raw.filter(pa.array(keep))
+            selected = raw if keep is None else raw.filter(arrow_values.from_numpy(keep))
             if selected.num_rows == 0:
                 continue
             batch = project_batch(selected, projection, target, out)
@@ -262,10 +263,10 @@ def _with_lineage(
     arrays = list(batch.columns)
     row_id = names.index(ROW_ID.name)
     sequence = names.index(LAST_UPDATED_SEQUENCE_NUMBER.name)
-    inherited = pa.array(positions.astype(np.int64) + source.first_row_id, pa.int64())
+    inherited = arrow_values.from_numpy(positions.astype(np.int64) + source.first_row_id)
     arrays[row_id] = pc.coalesce(arrays[row_id], inherited)
     arrays[sequence] = pc.coalesce(
-        arrays[sequence], pa.scalar(source.data_sequence_number, pa.int64())
+        arrays[sequence], arrow_values.scalar(source.data_sequence_number, pa.int64())
     )
     return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
 
