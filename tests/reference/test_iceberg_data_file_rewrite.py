@@ -11,10 +11,16 @@ Spark's own compaction wrote (`v3_compacted`), the values the rows inherit from 
 sequence number, and in `v2_to_v3` the ids a post-upgrade snapshot assigned to files written
 before the upgrade. The new files are those Iceberg Spark's `rewrite_data_files` writes:
 lineage columns after the data columns, all non-null.
+
+And Iceberg Java takes them: in a copy of a table, `RewriteFiles` replaces the data files
+(and their DVs) by the rewritten ones; the metrics Iceberg Java reads from each new file's
+footer (`ParquetUtil.fileMetrics`) are exactly the `DataFile` dvtool returns, and Iceberg
+Spark then reads the copy's rows and lineage as the original's.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,7 @@ from dvtool.iceberg.snapshot_files import (
     unpartitioned_specs,
 )
 from tests.engines.jvm_engines import JvmSession
+from tests.reference.iceberg_tables import copy_table
 
 TABLES = ("v3_flat", "v3_part", "v3_compacted", "v2_to_v3")
 LINEAGE = ["id", "_row_id", "_last_updated_sequence_number"]
@@ -126,3 +133,105 @@ def test_rewritten_rows_keep_the_lineage_iceberg_spark_reads(
     assert [str(r["d"]) for r in by_id] == [str(r["d"]) for r in expected]
     spark = iceberg_spark.rows(f"SELECT {', '.join(LINEAGE)} FROM {entry['table']} ORDER BY id")
     assert [{k: r[k] for k in LINEAGE} for r in by_id] == spark
+
+
+# Runs in the engine's process: replaces data files (and their deletes) of the Hadoop table at
+# `args["location"]` by the rewritten files with Iceberg's Java API (`RewriteFiles`), each new
+# file described by the metrics Iceberg Java reads from its footer; returns those metrics.
+JAVA_REWRITE = """
+I = jvm.org.apache.iceberg
+table = I.hadoop.HadoopTables(spark.sparkContext._jsc.hadoopConfiguration()).load(args["location"])
+config = I.MetricsConfig.forTable(table)
+tasks = {}
+scan = table.newScan().planFiles().iterator()
+while scan.hasNext():
+    task = scan.next()
+    tasks[task.file().location()] = task
+
+def entries(values, convert):
+    return {} if values is None else {str(k): convert(v) for k, v in values.items()}
+
+def hexed(buffer):
+    return bytes(I.util.ByteBuffers.toByteArray(buffer)).hex()
+
+rewrite = table.newRewrite().validateFromSnapshot(table.currentSnapshot().snapshotId())
+metrics = {}
+for old, new in args["files"]:
+    task = tasks[old]
+    rewrite = rewrite.deleteFile(task.file())
+    for delete in task.deletes():
+        rewrite = rewrite.deleteFile(delete)
+    if new is None:
+        continue
+    m = I.parquet.ParquetUtil.fileMetrics(I.Files.localInput(new["path"]), config)
+    builder = I.DataFiles.builder(task.spec()).withPath(new["path"]).withFormat("parquet")
+    builder = builder.withFileSizeInBytes(new["size"]).withPartition(task.file().partition())
+    rewrite = rewrite.addFile(builder.withMetrics(m).build())
+    metrics[new["path"]] = {
+        "record_count": m.recordCount(),
+        "column_sizes": entries(m.columnSizes(), int),
+        "value_counts": entries(m.valueCounts(), int),
+        "null_value_counts": entries(m.nullValueCounts(), int),
+        "nan_value_counts": entries(m.nanValueCounts(), int),
+        "lower_bounds": entries(m.lowerBounds(), hexed),
+        "upper_bounds": entries(m.upperBounds(), hexed),
+    }
+rewrite.commit()
+result = metrics
+"""
+
+
+def _metrics(data_file: Any) -> dict[str, Any]:
+    """Our `DataFile`'s metrics in the shape JAVA_REWRITE returns Iceberg Java's."""
+
+    def entries(values: dict[int, Any] | None, convert: Any) -> dict[str, Any]:
+        return {str(k): convert(v) for k, v in (values or {}).items()}
+
+    return {
+        "record_count": data_file.record_count,
+        "column_sizes": entries(data_file.column_sizes, int),
+        "value_counts": entries(data_file.value_counts, int),
+        "null_value_counts": entries(data_file.null_value_counts, int),
+        "nan_value_counts": entries(data_file.nan_value_counts, int),
+        "lower_bounds": entries(data_file.lower_bounds, lambda b: bytes(b).hex()),
+        "upper_bounds": entries(data_file.upper_bounds, lambda b: bytes(b).hex()),
+    }
+
+
+@pytest.mark.parametrize("name", ["v3_part", "v3_compacted"])
+def test_iceberg_java_commits_the_rewritten_files_and_reads_the_same_rows_and_lineage(
+    name: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
+) -> None:
+    """The rewritten files replace the table's (with their DVs) in a copy, through Iceberg
+    Java's `RewriteFiles`: the metrics Java reads from each new file's footer are ours, and
+    Iceberg Spark reads the copy's rows and lineage as the original's."""
+    entry = iceberg_tables[name]
+    db = iceberg_spark.workdir / "iceberg-warehouse" / "rewrites"
+    location = db / f"{name}_{uuid.uuid4().hex[:8]}"
+    table, sources = _sources(str(copy_table(iceberg_spark, entry, location)))
+    files, ours = [], {}
+    for n, source in enumerate(sources):
+        out = location / "data" / f"rewritten-{n}.parquet"
+        written = rewrite_data_files(
+            table.io,
+            table.metadata,
+            [source],
+            str(out),
+            spec_id=source.data_file.spec_id,
+            partition=source.data_file.partition,
+        )
+        new = None if written is None else {"path": str(out), "size": written.file_size_in_bytes}
+        files.append((source.data_file.file_path, new))
+        if written is not None:
+            ours[str(out)] = _metrics(written)
+    theirs = iceberg_spark.python(JAVA_REWRITE, location=str(location), files=files)
+    assert ours and theirs == ours
+    columns = "id, cat, d, v, _row_id, _last_updated_sequence_number"
+    copy = f"local.rewrites.{location.name}"
+    iceberg_spark.sql(f"REFRESH TABLE {copy}")
+    rewritten = iceberg_spark.rows(f"SELECT {columns} FROM {copy} ORDER BY id")
+    assert rewritten == iceberg_spark.rows(f"SELECT {columns} FROM {entry['table']} ORDER BY id")
+    paths = iceberg_spark.rows(f"SELECT DISTINCT file_path FROM {copy}.files")
+    assert {Path(p["file_path"].removeprefix("file:")).name for p in paths} <= {
+        Path(p).name for p in ours
+    }
