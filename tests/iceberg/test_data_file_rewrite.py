@@ -12,7 +12,9 @@ tests/reference/test_iceberg_data_file_rewrite.py; here a v3 view of a pyiceberg
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +30,21 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IntegerType,
     LongType,
     NestedField,
     StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
 )
 from pyroaring import BitMap64
 
@@ -353,3 +363,51 @@ def test_a_source_whose_rows_all_go_is_not_read(catalog: SqlCatalog, tmp_path: P
     Path(first.data_file.file_path.removeprefix("file://")).unlink()
     written = _rewrite(table, [first, second], tmp_path / "out.parquet")
     assert values(read_file(table.metadata, table, written)) == values(_rows(10, 20))
+
+
+PRIMITIVES = Schema(
+    NestedField(1, "b", BooleanType()),
+    NestedField(2, "i", IntegerType()),
+    NestedField(3, "l", LongType()),
+    NestedField(4, "f", FloatType()),
+    NestedField(5, "d", DoubleType()),
+    NestedField(6, "dec", DecimalType(20, 3)),
+    NestedField(7, "date", DateType()),
+    NestedField(8, "t", TimeType()),
+    NestedField(9, "ts", TimestampType()),
+    NestedField(10, "tz", TimestamptzType()),
+    NestedField(11, "s", StringType()),
+    NestedField(12, "u", UUIDType()),
+    NestedField(13, "fx", FixedType(3)),
+    NestedField(14, "bin", BinaryType()),
+)
+
+
+def test_every_primitive_type_with_pyiceberg_metrics(catalog: SqlCatalog, tmp_path: Path) -> None:
+    table = catalog.create_table("ns.t", PRIMITIVES)
+    arrow = table.schema().as_arrow()
+    row = {
+        "b": True,
+        "i": -1,
+        "l": 2**40,
+        "f": 1.5,
+        "d": float("nan"),
+        "dec": decimal.Decimal("-12345678901234567.123"),
+        "date": dt.date(1, 1, 1),
+        "t": dt.time(23, 59, 59, 999999),
+        "ts": dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        "tz": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
+        "s": "ü" * 20,
+        "u": uuid.UUID(int=5),
+        "fx": b"abc",
+        "bin": b"\x00\xff",
+    }
+    table.append(pa.Table.from_pylist([row, dict.fromkeys(row), {**row, "b": False}], schema=arrow))
+    sources = _sources(table, {0: [0]})
+    written = _rewrite(table, sources, tmp_path / "out.parquet")
+    expected = _expected(table, sources)
+    assert values(read_file(table.metadata, table, written)) == values(expected)
+    reference = catalog.create_table("ns.reference", table.schema())
+    reference.append(expected)
+    (theirs,) = [f for f, _ in _entries(reference)]
+    assert _stats(written) == _stats(theirs)
