@@ -127,10 +127,7 @@ def rewrite_data_files(
     if sum(source.remaining_rows for source in sources) == 0:
         return None
     schema = write_schema(metadata)
-    if bad := unsupported_types(schema):
-        raise UnsupportedFeatureError(
-            f"dvtool cannot rewrite data files of columns of these Iceberg types: {', '.join(bad)}"
-        )
+    _check_writable(metadata, schema, sources)
     settings = ParquetSettings.of(metadata.properties)
     statistics_plan(schema, metadata.properties)  # a malformed property: before any file
     with backend_errors(location, "create", missing=False):
@@ -152,6 +149,33 @@ def rewrite_data_files(
         with contextlib.suppress(Exception):
             io.delete(location)
         raise
+
+
+def _check_writable(
+    metadata: TableMetadata, schema: Schema, sources: Sequence[RewriteSource]
+) -> None:
+    """Refuse what dvtool cannot read or write back as it is: columns of types pyarrow
+    would write as plain binary, data files that are not Parquet or are encrypted, a table
+    whose writers write another format."""
+    if bad := unsupported_types(schema):
+        raise UnsupportedFeatureError(
+            f"dvtool cannot rewrite data files of columns of these Iceberg types: {', '.join(bad)}"
+        )
+    file_format = metadata.properties.get("write.format.default", "parquet")
+    if file_format.lower() != "parquet":
+        raise UnsupportedFeatureError(
+            f"the table writes {file_format} data files (write.format.default); "
+            "dvtool writes Parquet only"
+        )
+    for source in sources:
+        record = source.data_file
+        file_format = str(getattr(record.file_format, "value", record.file_format))
+        if file_format.upper() != "PARQUET":
+            raise UnsupportedFeatureError(
+                f"{record.file_path} is a {file_format} data file; dvtool reads Parquet only"
+            )
+        if record.key_metadata is not None:
+            raise UnsupportedFeatureError(f"{record.file_path} is encrypted (key_metadata)")
 
 
 def source_batches(

@@ -341,6 +341,7 @@ def test_a_failed_rewrite_leaves_no_file(catalog: SqlCatalog, tmp_path: Path) ->
         ({"write.parquet.compression-codec": "lzo"}, UnsupportedFeatureError),
         ({"write.parquet.row-group-size-bytes": "big"}, WriteRefusedError),
         ({"write.metadata.metrics.default": "truncate(0)"}, WriteRefusedError),
+        ({"write.format.default": "orc"}, UnsupportedFeatureError),
     ],
 )
 def test_properties_dvtool_cannot_honour_are_refused_before_writing(
@@ -411,3 +412,24 @@ def test_every_primitive_type_with_pyiceberg_metrics(catalog: SqlCatalog, tmp_pa
     reference.append(expected)
     (theirs,) = [f for f, _ in _entries(reference)]
     assert _stats(written) == _stats(theirs)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"file_format": FileFormat.ORC}, "is a ORC data file"),
+        ({"key_metadata": b"k"}, "encrypted"),
+    ],
+)
+def test_data_files_dvtool_cannot_read_are_refused(
+    catalog: SqlCatalog, tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    table = catalog.create_table("ns.t", ROWS_SCHEMA)
+    table.append(_rows(0, 10))
+    (source,) = _sources(table)
+    record = DataFile.from_args(**{**_args(source.data_file), **change})
+    record.spec_id = 0
+    out = tmp_path / "out.parquet"
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        _rewrite(table, [RewriteSource(record, BitMap64(), 1)], out)
+    assert not out.exists()
