@@ -25,6 +25,7 @@ A file this function fails to finish is deleted before the error is raised.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,33 @@ class RewriteSource:
         """The rows the new file gets from this source."""
         count = int(self.data_file.record_count)
         return count - count_below(self.drop, count)
+
+
+@dataclass(frozen=True)
+class _PartitionPath:
+    """A partition's path, where pyiceberg's location providers take a `PartitionKey`."""
+
+    path: str
+
+    def to_path(self) -> str:
+        return self.path
+
+
+def new_data_location(metadata: TableMetadata, *, spec_id: int, partition: Record) -> str:
+    """A new, unique location for a data file of `partition` of spec `spec_id`: where the
+    table's location provider puts it (`write.data.path`, `write.object-storage.*`, the
+    partition's path; pyiceberg's `load_location_provider`), named as Iceberg Java names
+    data files (`{partition id}-{task id}-{operation id}-{file count}.parquet`)."""
+    from pyiceberg.table.locations import load_location_provider
+
+    provider = load_location_provider(metadata.location, metadata.properties)
+    name = f"00000-0-{uuid.uuid4()}-00001.parquet"
+    spec = metadata.specs()[spec_id]
+    key = None
+    if spec.fields:
+        with contextlib.suppress(ValueError):  # a source column dropped: no partition path
+            key = _PartitionPath(spec.partition_to_path(partition, metadata.schema()))
+    return provider.new_data_location(name, key)  # type: ignore[arg-type]
 
 
 def write_schema(metadata: TableMetadata) -> Schema:
@@ -299,6 +327,7 @@ __all__ = [
     "LAST_UPDATED_SEQUENCE_NUMBER",
     "ROW_ID",
     "RewriteSource",
+    "new_data_location",
     "rewrite_data_files",
     "source_batches",
     "write_schema",

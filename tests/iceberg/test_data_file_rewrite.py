@@ -56,7 +56,11 @@ from dvtool.errors import (
     UnsupportedFeatureError,
     WriteRefusedError,
 )
-from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
+from dvtool.iceberg.data_file_rewrite import (
+    RewriteSource,
+    new_data_location,
+    rewrite_data_files,
+)
 from tests.iceberg.rewrite_files import field_ids, read_file, sql_catalog, values
 
 
@@ -248,6 +252,12 @@ def test_sources_of_two_partition_specs_into_one_file(catalog: SqlCatalog, tmp_p
     assert {s.data_file.spec_id for s in sources} == {0, 1}
     written = _rewrite(table, sources, tmp_path / "out.parquet", spec_id=1, partition=Record())
     assert written.spec_id == 1 and written.partition == Record()
+    first = new_data_location(table.metadata, spec_id=0, partition=Record("b"))
+    assert first.startswith(f"{table.location()}/data/cat=b/00000-0-")
+    assert first != new_data_location(table.metadata, spec_id=0, partition=Record("b"))
+    assert new_data_location(table.metadata, spec_id=1, partition=Record()).startswith(
+        f"{table.location()}/data/00000-0-"
+    )
     assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
 
 

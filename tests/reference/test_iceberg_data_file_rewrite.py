@@ -36,7 +36,11 @@ from pyiceberg.manifest import (
 from pyiceberg.table import StaticTable
 from pyroaring import BitMap64
 
-from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
+from dvtool.iceberg.data_file_rewrite import (
+    RewriteSource,
+    new_data_location,
+    rewrite_data_files,
+)
 from dvtool.iceberg.delete_index import DeleteIndex
 from dvtool.iceberg.deleted_rows import dv_bitmap, position_bitmaps
 from dvtool.iceberg.snapshot_files import (
@@ -210,15 +214,12 @@ def test_iceberg_java_commits_the_rewritten_files_and_reads_the_same_rows_and_li
     location = db / f"{name}_{uuid.uuid4().hex[:8]}"
     table, sources = _sources(str(copy_table(iceberg_spark, entry, location)))
     files, ours = [], {}
-    for n, source in enumerate(sources):
-        out = location / "data" / f"rewritten-{n}.parquet"
+    for source in sources:
+        spec_id, partition = source.data_file.spec_id, source.data_file.partition
+        out = Path(new_data_location(table.metadata, spec_id=spec_id, partition=partition))
+        assert out.parent == Path(source.data_file.file_path).parent  # Spark's partition path
         written = rewrite_data_files(
-            table.io,
-            table.metadata,
-            [source],
-            str(out),
-            spec_id=source.data_file.spec_id,
-            partition=source.data_file.partition,
+            table.io, table.metadata, [source], str(out), spec_id=spec_id, partition=partition
         )
         new = None if written is None else {"path": str(out), "size": written.file_size_in_bytes}
         files.append((source.data_file.file_path, new))
