@@ -34,9 +34,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import pyarrow_to_schema
-from pyiceberg.schema import Schema, prune_columns
+from pyiceberg.schema import Schema, index_by_id, prune_columns
 from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import ListType, LongType, MapType, NestedField
+from pyiceberg.types import (
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StructType,
+    UnknownType,
+)
 from pyroaring import BitMap64
 
 from dvtool.arrays import arrow_values
@@ -131,13 +138,35 @@ def write_schema(metadata: TableMetadata) -> Schema:
     schema = metadata.schema()
     if metadata.format_version < 3:
         return schema
+    fields = [f for f in (_stored(field) for field in schema.fields) if f is not None]
     return Schema(
-        *schema.fields,
+        *fields,
         ROW_ID,
         LAST_UPDATED_SEQUENCE_NUMBER,
         schema_id=schema.schema_id,
         identifier_field_ids=schema.identifier_field_ids,
     )
+
+
+def _stored(field: NestedField) -> NestedField | None:
+    """`field` as data files store it: without its `unknown` fields, which are "not stored
+    in data files" (spec, v3); None for an `unknown` field."""
+    typ = field.field_type
+    if isinstance(typ, UnknownType):
+        return None
+    if isinstance(typ, StructType):
+        kept = [f for f in (_stored(child) for child in typ.fields) if f is not None]
+        if not kept:
+            raise UnsupportedFeatureError(
+                f"the struct {field.name} holds only fields of type unknown: dvtool cannot "
+                "write it to a data file"
+            )
+        return field.model_copy(update={"field_type": StructType(*kept)})
+    if not typ.is_primitive and any(
+        isinstance(f.field_type, UnknownType) for f in index_by_id(Schema(field)).values()
+    ):
+        raise UnsupportedFeatureError(f"{field.name} is a list or map of type unknown")
+    return field
 
 
 def rewrite_data_files(

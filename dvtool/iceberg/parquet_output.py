@@ -25,7 +25,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +38,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import OutputStream
 from pyiceberg.io.pyarrow import (
     MetricModeTypes,
+    MetricsMode,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
@@ -43,7 +46,15 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.typedef import Record
-from pyiceberg.types import DoubleType, FloatType
+from pyiceberg.types import (
+    DateType,
+    DoubleType,
+    FloatType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+)
 
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 from dvtool.iceberg.file_projection import arrow_schema
@@ -160,6 +171,60 @@ def _level(properties: Mapping[str, str]) -> int | None:
     return None if properties.get(key) is None else _int(properties, key, 0)
 
 
+# Dates and timestamps: their bounds are the footer's raw integers (days, microseconds or
+# nanoseconds, as Iceberg serializes them). pyiceberg converts them through Python's
+# datetime, which drops nanoseconds (a `timestamp_ns` upper bound below the file's largest
+# value) and fails beyond the year 9999.
+_RAW_BOUNDS: dict[type, str] = {DateType: "<i"}
+_RAW_BOUNDS |= dict.fromkeys(
+    (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType), "<q"
+)
+_BOUNDED = (MetricModeTypes.FULL, MetricModeTypes.TRUNCATE)
+
+
+def raw_bound_columns(plan: Mapping[int, Any]) -> dict[int, str]:
+    """The columns whose bounds come from the footer's raw integers: field id -> the
+    `struct` format of their Iceberg single-value serialization."""
+    return {
+        field_id: _RAW_BOUNDS[type(collector.iceberg_type)]
+        for field_id, collector in plan.items()
+        if type(collector.iceberg_type) in _RAW_BOUNDS and collector.mode.type in _BOUNDED
+    }
+
+
+def _counts_only(collector: Any) -> Any:
+    return dataclasses.replace(collector, mode=MetricsMode(MetricModeTypes.COUNTS))
+
+
+def raw_bounds(
+    footer: pq.FileMetaData, mapping: Mapping[str, int], columns: Mapping[int, str]
+) -> tuple[dict[int, bytes], dict[int, bytes]]:
+    """Lower and upper bounds of `columns` from the row groups' raw statistics; none for a
+    column with a row group whose values have no statistics."""
+    lows: dict[int, int] = {}
+    highs: dict[int, int] = {}
+    unknown: set[int] = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            field_id = mapping[chunk.path_in_schema]
+            if field_id not in columns:
+                continue
+            stats = chunk.statistics if chunk.is_stats_set else None
+            if stats is None or not stats.has_min_max:
+                if stats is None or stats.null_count != chunk.num_values:
+                    unknown.add(field_id)
+                continue
+            lows[field_id] = min(lows.get(field_id, stats.min_raw), stats.min_raw)
+            highs[field_id] = max(highs.get(field_id, stats.max_raw), stats.max_raw)
+    pack = {i: (struct.Struct(f).pack) for i, f in columns.items()}
+    return (
+        {i: pack[i](v) for i, v in lows.items() if i not in unknown},
+        {i: pack[i](v) for i, v in highs.items() if i not in unknown},
+    )
+
+
 class CountingStream:
     """The file-like object pyarrow writes to: `OutputStream.write`, with the bytes
     counted (the file's size) and one close of the stream (which finishes an upload)."""
@@ -266,13 +331,19 @@ class DataFileWriter:
         self._writer.add_key_value_metadata({"iceberg.schema": self.schema.model_dump_json()})
         self._writer.close()
         self._stream.close()
+        footer = self._writer.writer.metadata
+        mapping = parquet_path_to_id_mapping(self._file_schema)
+        raw = raw_bound_columns(self._plan)
         stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=self._writer.writer.metadata,
-            stats_columns=self._plan,
-            parquet_column_mapping=parquet_path_to_id_mapping(self._file_schema),
+            parquet_metadata=footer,
+            stats_columns={i: _counts_only(c) if i in raw else c for i, c in self._plan.items()},
+            parquet_column_mapping=mapping,
         )
         fields = stats.to_serialized_dict()
         fields["nan_value_counts"] = dict(self._nans)
+        lower, upper = raw_bounds(footer, mapping, raw)
+        fields["lower_bounds"] = {**(fields.get("lower_bounds") or {}), **lower}
+        fields["upper_bounds"] = {**(fields.get("upper_bounds") or {}), **upper}
         data_file = DataFile.from_args(
             _table_format_version=3,
             content=DataFileContent.DATA,

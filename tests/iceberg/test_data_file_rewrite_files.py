@@ -32,8 +32,10 @@ from pyiceberg.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
     TimestamptzType,
+    UnknownType,
 )
 from pyroaring import BitMap64
 
@@ -312,3 +314,45 @@ def test_v3_date_to_timestamp_promotion_and_initial_default(
             spec_id=0,
             partition=Record(),
         )
+
+
+def test_v3_unknown_columns_are_not_stored_and_temporal_bounds_are_exact(
+    catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """Spec: `unknown` is "not stored in data files". Bounds of dates and timestamps are
+    the file's own integers: nanoseconds kept, years beyond 9999 too (pyiceberg's metrics
+    go through Python's datetime)."""
+    table = catalog.create_table("ns.t", Schema(NestedField(1, "id", LongType())))
+    unk = UnknownType()
+    evolved = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "u", unk),
+        NestedField(3, "ns", TimestampNanoType()),
+        NestedField(4, "day", DateType()),
+        NestedField(5, "s", StructType(NestedField(6, "a", LongType()), NestedField(7, "v", unk))),
+        schema_id=1,
+    )
+    metadata = _v3(table, evolved)
+    path = tmp_path / "temporal.parquet"
+    columns = {
+        "id": (pa.int64(), 1, [1, 2, 3]),
+        "ns": (pa.timestamp("ns"), 3, [1, 2**62, None]),
+        "day": (pa.date32(), 4, [3_000_000, -1, None]),  # 3_000_000 days: year 10183
+        "s": (pa.struct([field("a", pa.int64(), 6)]), 5, [{"a": 1}, None, {"a": 3}]),
+    }
+    schema = pa.schema([field(n, t, i) for n, (t, i, _) in columns.items()])
+    pq.write_table(pa.table({n: v for n, (_, _, v) in columns.items()}, schema=schema), path)
+    out = tmp_path / "out.parquet"
+    source = RewriteSource(data_file(path, 3), BitMap64([2]), 7, first_row_id=0)
+    written = rewrite_data_files(
+        table.io, metadata, [source], str(out), spec_id=0, partition=Record()
+    )
+    assert written is not None
+    stored = pq.read_table(out)
+    assert stored.column_names[:4] == ["id", "ns", "day", "s"]
+    assert field_ids(stored.schema) == ["1", "3", "4", "5", "6", str(ROW_ID), str(LAST_UPDATED)]
+    assert stored.column("s").to_pylist() == [{"a": 1}, None]
+    assert written.lower_bounds[3] == (1).to_bytes(8, "little")
+    assert written.upper_bounds[3] == (2**62).to_bytes(8, "little")
+    assert written.lower_bounds[4] == (-1).to_bytes(4, "little", signed=True)
+    assert written.upper_bounds[4] == (3_000_000).to_bytes(4, "little")
