@@ -8,6 +8,9 @@ leaves out its `drop` positions, reads the rest onto the table's current schema 
 (`dvtool.iceberg.file_projection`: exact, never a changed value) and writes them into one
 new file (`dvtool.iceberg.parquet_output`: as Iceberg writers write it, with the metrics
 readers prune with). Memory stays bounded: one input row group and one output row group.
+The rows keep their order (no sort by the table's sort order: the file claims none, id 0).
+In v3, columns of type `unknown` are not stored (spec). `new_data_location` names a new
+file where the table's location provider puts its partition's files.
 
 Row lineage (v3, spec "Row Lineage"): a moved row keeps its identity, so the new file holds
 `_row_id` and `_last_updated_sequence_number` (after the data columns, as Iceberg Spark's
