@@ -61,6 +61,7 @@ from dvtool.iceberg.parquet_output import (
     ParquetSettings,
     statistics_plan,
 )
+from dvtool.iceberg.partition_check import PartitionCheck
 from dvtool.storage.failures import backend_errors
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ def rewrite_data_files(
     _check_writable(metadata, schema, sources)
     settings = ParquetSettings.of(metadata.properties)
     statistics_plan(schema, metadata.properties)  # a malformed property: before any file
+    check = PartitionCheck(metadata, schema, spec_id, partition)
     with backend_errors(location, "create", missing=False):
         stream = CountingStream(io.new_output(location).create(overwrite=False))
     writer: DataFileWriter | None = None
@@ -197,7 +199,11 @@ def rewrite_data_files(
         with backend_errors(location, "write", missing=False):
             writer = DataFileWriter(stream, schema, metadata.properties, settings)
             for source in (s for s in sources if s.remaining_rows):
-                for batch in source_batches(io, metadata, source, schema, writer.arrow_schema):
+                batches = source_batches(io, metadata, source, schema, writer.arrow_schema)
+                checked = check.applies_to(source.data_file.spec_id, source.data_file.partition)
+                for batch in batches:
+                    if checked:
+                        check.check(batch, source.data_file.file_path)
                     writer.write(batch)
             return writer.finish(location, spec_id=spec_id, partition=partition)
     except BaseException:

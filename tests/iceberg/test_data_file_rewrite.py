@@ -27,7 +27,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import IdentityTransform
+from pyiceberg.transforms import BucketTransform, IdentityTransform, TruncateTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
     BinaryType,
@@ -442,4 +442,44 @@ def test_data_files_dvtool_cannot_read_are_refused(
     out = tmp_path / "out.parquet"
     with pytest.raises(UnsupportedFeatureError, match=message):
         _rewrite(table, [RewriteSource(record, BitMap64(), 1)], out)
+    assert not out.exists()
+
+
+def _bucket(value: int) -> int:
+    return BucketTransform(4).transform(LongType())(value)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("transform", "source", "value", "fits"),
+    [
+        (IdentityTransform(), 2, "a", lambda r: r["cat"] == "a"),
+        (BucketTransform(4), 1, _bucket(3), lambda r: _bucket(r["id"]) == _bucket(3)),
+        (TruncateTransform(10), 1, 20, lambda r: 20 <= r["id"] < 30),
+    ],
+)
+def test_rows_of_another_spec_are_written_only_into_their_partition(
+    catalog: SqlCatalog,
+    tmp_path: Path,
+    transform: Any,
+    source: int,
+    value: Any,
+    fits: Any,
+) -> None:
+    """Compaction across a spec change: an unpartitioned file's rows go into a file of the
+    new spec only if each row's partition is that file's (readers skip files by it)."""
+    table = catalog.create_table("ns.t", ICEBERG_ROWS)
+    rows = _rows(0, 60)
+    inside = pa.Table.from_pylist([r for r in rows.to_pylist() if fits(r)], schema=ROWS_SCHEMA)
+    table.append(inside)
+    table.append(rows)
+    with table.update_spec() as update:
+        update.add_field(ICEBERG_ROWS.find_column_name(source), transform, "p")
+    table = catalog.load_table("ns.t")
+    fitting, mixed = _sources(table)
+    out = tmp_path / "out.parquet"
+    written = _rewrite(table, [fitting], out, spec_id=1, partition=Record(value))
+    assert written.spec_id == 1 and written.record_count == inside.num_rows
+    out.unlink()
+    with pytest.raises(WriteRefusedError, match="belongs to p="):
+        _rewrite(table, [fitting, mixed], out, spec_id=1, partition=Record(value))
     assert not out.exists()

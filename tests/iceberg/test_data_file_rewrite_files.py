@@ -21,7 +21,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV3
-from pyiceberg.transforms import IdentityTransform
+from pyiceberg.transforms import DayTransform, IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
     DateType,
@@ -39,8 +39,9 @@ from pyiceberg.types import (
 )
 from pyroaring import BitMap64
 
-from dvtool.errors import DataFileError, UnrepresentableValueError
+from dvtool.errors import DataFileError, UnrepresentableValueError, WriteRefusedError
 from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
+from dvtool.iceberg.partition_check import PartitionCheck
 from tests.iceberg.rewrite_files import data_file, field, field_ids, read_file, sql_catalog
 
 
@@ -356,3 +357,24 @@ def test_v3_unknown_columns_are_not_stored_and_temporal_bounds_are_exact(
     assert written.upper_bounds[3] == (2**62).to_bytes(8, "little")
     assert written.lower_bounds[4] == (-1).to_bytes(4, "little", signed=True)
     assert written.upper_bounds[4] == (3_000_000).to_bytes(4, "little")
+
+
+def test_partition_check_of_time_transforms_and_nulls(catalog: SqlCatalog) -> None:
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()))
+    spec = PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day"))
+    table = catalog.create_table("ns.t", schema, partition_spec=spec)
+    day = dt.datetime(2024, 2, 29, tzinfo=dt.timezone.utc)
+    days = (day.date() - dt.date(1970, 1, 1)).days
+    check = PartitionCheck(table.metadata, table.schema(), 0, Record(days))
+    assert not check.applies_to(0, Record(days)) and check.applies_to(0, Record(days + 1))
+    arrow = table.schema().as_arrow()
+
+    def batch(*times: dt.datetime | None) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pylist([{"id": 1, "ts": t} for t in times], schema=arrow)
+
+    check.check(batch(day, day + dt.timedelta(hours=23, minutes=59)), "f")
+    before, after = day - dt.timedelta(microseconds=1), day + dt.timedelta(days=1)
+    for rows in ((day, after), (before,), (day, None)):
+        with pytest.raises(WriteRefusedError, match="a row of f belongs to ts_day="):
+            check.check(batch(*rows), "f")
+    PartitionCheck(table.metadata, table.schema(), 0, Record(None)).check(batch(None), "f")
