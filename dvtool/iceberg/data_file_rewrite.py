@@ -321,14 +321,17 @@ def _identity_partition_values(
 
 
 def _batches(parquet: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The file's record batches of `columns`, a row group at a time; a file with none of
-    them gives batches of no columns with its row counts."""
-    if columns:
-        yield from parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns, use_threads=True)
-        return
+    """The file's record batches of `columns`, read one row group at a time (pyarrow's
+    reader over a whole file holds all of it); a file with none of the columns gives
+    batches of no columns with its row counts."""
     for index in range(parquet.metadata.num_row_groups):
-        rows = parquet.metadata.row_group(index).num_rows
-        yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
+        if not columns:
+            rows = parquet.metadata.row_group(index).num_rows
+            yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
+            continue
+        yield from parquet.iter_batches(
+            batch_size=_BATCH_ROWS, row_groups=[index], columns=columns, use_threads=True
+        )
 
 
 def _keep_mask(drop: np.ndarray, start: int, count: int) -> np.ndarray | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -41,6 +42,7 @@ from pyroaring import BitMap64
 
 from dvtool.errors import DataFileError, UnrepresentableValueError, WriteRefusedError
 from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
+from dvtool.iceberg.parquet_output import DataFileWriter
 from dvtool.iceberg.partition_check import PartitionCheck
 from tests.iceberg.rewrite_files import data_file, field, field_ids, read_file, sql_catalog
 
@@ -378,3 +380,40 @@ def test_partition_check_of_time_transforms_and_nulls(catalog: SqlCatalog) -> No
         with pytest.raises(WriteRefusedError, match="a row of f belongs to ts_day="):
             check.check(batch(*rows), "f")
     PartitionCheck(table.metadata, table.schema(), 0, Record(None)).check(batch(None), "f")
+
+
+def test_memory_does_not_grow_with_the_file(
+    catalog: SqlCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow's allocations while rewriting files of 10 and of 40 row groups: the same (an
+    input and an output row group, the writer's buffers), not in proportion to the file."""
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "s", StringType()))
+    properties = {"write.parquet.row-group-size-bytes": str(1 << 20)}
+    table = catalog.create_table("ns.t", schema, properties=properties)
+    peak = [0]
+    write, flush = DataFileWriter.write, DataFileWriter._flush
+
+    def written(self: DataFileWriter, batch: pa.RecordBatch) -> None:
+        peak[0] = max(peak[0], pa.total_allocated_bytes())
+        write(self, batch)
+
+    def flushed(self: DataFileWriter) -> None:
+        flush(self)
+        peak[0] = max(peak[0], pa.total_allocated_bytes())
+
+    monkeypatch.setattr(DataFileWriter, "write", written)
+    monkeypatch.setattr(DataFileWriter, "_flush", flushed)
+    peaks = []
+    for rows in (200_000, 800_000):
+        ids = pa.array(range(rows), pa.int64())
+        arrow = schema_to_pyarrow(schema)
+        data = pa.table({"id": ids, "s": pc.cast(ids, pa.string())}, schema=arrow)
+        path = tmp_path / f"{rows}.parquet"
+        pq.write_table(data, path, row_group_size=20_000)
+        del ids, data
+        before, peak[0] = pa.total_allocated_bytes(), 0
+        source = RewriteSource(data_file(path, rows), BitMap64(range(0, rows, 2)), 1)
+        _rewrite(table, [source], tmp_path / f"out-{rows}.parquet")
+        peaks.append(peak[0] - before)
+    assert pq.ParquetFile(tmp_path / "out-800000.parquet").metadata.num_row_groups > 2
+    assert peaks[1] < 1.5 * peaks[0]
