@@ -1,0 +1,369 @@
+"""Writing one Iceberg Parquet data file as Iceberg writers write it, a row group at a time.
+
+- the file's schema: the write schema with `PARQUET:field_id` on every field, nested too,
+  names made Avro-compatible as Iceberg Java's Parquet writer makes them
+  (`sanitize_column_names`), and the `iceberg.schema` footer key Java writes;
+- the table's Parquet properties (Java's names and defaults): `write.parquet.compression-codec`
+  (zstd), `write.parquet.compression-level`, `write.parquet.page-size-bytes` (1 MiB),
+  `write.parquet.page-row-limit` (20000), `write.parquet.dict-size-bytes` (2 MiB),
+  `write.parquet.row-group-size-bytes` (128 MiB), the Bloom filters of
+  `write.parquet.bloom-filter-enabled.column.*` (`...-fpp.column.*`, 0.01; at most
+  `write.parquet.bloom-filter-max-bytes`, 1 MiB, per column and row group) and pyiceberg's
+  `write.parquet.row-group-limit` (rows). pyarrow writes one row group per call, so batches
+  are buffered until a row group is full: the buffer is bounded by the row group size,
+  counted in Arrow's in-memory bytes (at least the encoded size, so row groups never exceed
+  the target on disk);
+- the bytes go through the `OutputStream` of `io.new_output(location).create(overwrite=False)`
+  and are counted there: `file_size_in_bytes` without a second request;
+- the metrics Iceberg readers prune with, from the footer by pyiceberg's own functions
+  (`compute_statistics_plan` honours `write.metadata.metrics.default` and
+  `write.metadata.metrics.column.*`; `data_file_statistics_from_parquet_metadata`), and NaN
+  counts of the top-level float and double columns, counted from the rows written (pyiceberg
+  writes none: absent means unknown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import OutputStream
+from pyiceberg.io.pyarrow import (
+    MetricModeTypes,
+    MetricsMode,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema, sanitize_column_names
+from pyiceberg.typedef import Record
+from pyiceberg.types import (
+    DateType,
+    DoubleType,
+    FloatType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+)
+
+from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
+from dvtool.iceberg.file_projection import arrow_schema
+
+_MIB = 1024 * 1024
+# The rows are not sorted by the table's sort order: the file claims the unsorted order (id 0,
+# what Iceberg Java writes for an unsorted table; spec: 0 is reserved for "unsorted").
+UNSORTED_ORDER_ID = 0
+_CODECS = {"uncompressed": "none", "snappy": "snappy", "gzip": "gzip", "zstd": "zstd"}
+_CODECS |= {"lz4": "lz4", "brotli": "brotli"}
+
+
+_BLOOM = "write.parquet.bloom-filter-enabled.column."
+_BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
+
+
+def bloom_filters(
+    properties: Mapping[str, str], schema: Schema, file_schema: Schema, settings: ParquetSettings
+) -> dict[str, dict[str, float]]:
+    """The Bloom filters the table's properties ask for, by Parquet column path: each sized
+    for its false-positive probability within the maximum bytes (as Iceberg Java sizes them,
+    by the bytes: the distinct values a filter of that size holds at that probability)."""
+    filters: dict[str, dict[str, float]] = {}
+    for key, value in properties.items():
+        if not key.startswith(_BLOOM) or value.strip().lower() != "true":
+            continue
+        column = key.removeprefix(_BLOOM)
+        path = _column_path(schema, file_schema, column)
+        if path is None:
+            continue
+        fpp_text = properties.get(_BLOOM_FPP + column, "0.01")
+        try:
+            fpp = float(fpp_text)
+        except ValueError:
+            raise _malformed(_BLOOM_FPP + column, fpp_text) from None
+        ndv = settings.bloom_max_bytes * -math.log(1 - fpp ** (1 / 8)) / 8
+        filters[path] = {"ndv": max(1, min(int(ndv), settings.row_group_rows)), "fpp": fpp}
+    return filters
+
+
+def _column_path(schema: Schema, file_schema: Schema, column: str) -> str | None:
+    """The Parquet path of a primitive column outside lists and maps, None for others."""
+    try:
+        field = schema.find_field(column)
+        schema.accessor_for_field(field.field_id)  # none inside a list or a map
+    except ValueError:
+        return None
+    return file_schema.find_column_name(field.field_id) if field.field_type.is_primitive else None
+
+
+def _int(properties: Mapping[str, str], key: str, default: int) -> int:
+    value = properties.get(key)
+    try:
+        return default if value is None else int(value)
+    except ValueError:
+        raise _malformed(key, value) from None
+
+
+def _malformed(key: str, value: str | None) -> WriteRefusedError:
+    return WriteRefusedError(
+        f"the table property {key}={value} is malformed",
+        hint="Correct the property (Iceberg's documentation gives its values) to write.",
+    )
+
+
+def statistics_plan(schema: Schema, properties: Mapping[str, str]) -> dict[int, Any]:
+    """pyiceberg's metrics plan of `schema` (the metrics mode of each column), or a
+    `WriteRefusedError` naming a malformed `write.metadata.metrics.*` property."""
+    try:
+        return compute_statistics_plan(schema, dict(properties))
+    except ValueError as e:
+        keys = [k for k in properties if k.startswith("write.metadata.metrics.")]
+        raise WriteRefusedError(
+            f"a metrics property of the table is malformed ({', '.join(sorted(keys))}): {e}",
+            hint="Correct it (none, counts, truncate(N) or full) to write this table.",
+        ) from None
+
+
+@dataclass(frozen=True)
+class ParquetSettings:
+    """The table's Parquet write properties (module docstring), resolved."""
+
+    compression: str
+    compression_level: int | None
+    page_size: int
+    page_rows: int
+    dictionary_size: int
+    row_group_bytes: int
+    row_group_rows: int
+    bloom_max_bytes: int
+
+    @classmethod
+    def of(cls, properties: Mapping[str, str]) -> ParquetSettings:
+        codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+        if codec not in _CODECS:
+            raise UnsupportedFeatureError(
+                f"write.parquet.compression-codec={codec} is not a codec dvtool can write",
+                hint=f"Set it to one of {', '.join(sorted(_CODECS))} to rewrite this table.",
+            )
+        return cls(
+            compression=_CODECS[codec],
+            compression_level=_level(properties),
+            page_size=_int(properties, "write.parquet.page-size-bytes", _MIB),
+            page_rows=_int(properties, "write.parquet.page-row-limit", 20_000),
+            dictionary_size=_int(properties, "write.parquet.dict-size-bytes", 2 * _MIB),
+            row_group_bytes=_int(properties, "write.parquet.row-group-size-bytes", 128 * _MIB),
+            row_group_rows=_int(properties, "write.parquet.row-group-limit", 1_048_576),
+            bloom_max_bytes=_int(properties, "write.parquet.bloom-filter-max-bytes", _MIB),
+        )
+
+
+def _level(properties: Mapping[str, str]) -> int | None:
+    key = "write.parquet.compression-level"
+    return None if properties.get(key) is None else _int(properties, key, 0)
+
+
+# Dates and timestamps: their bounds are the footer's raw integers (days, microseconds or
+# nanoseconds, as Iceberg serializes them). pyiceberg converts them through Python's
+# datetime, which drops nanoseconds (a `timestamp_ns` upper bound below the file's largest
+# value) and fails beyond the year 9999.
+_RAW_BOUNDS: dict[type, str] = {DateType: "<i"}
+_RAW_BOUNDS |= dict.fromkeys(
+    (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType), "<q"
+)
+_BOUNDED = (MetricModeTypes.FULL, MetricModeTypes.TRUNCATE)
+
+
+def raw_bound_columns(plan: Mapping[int, Any]) -> dict[int, str]:
+    """The columns whose bounds come from the footer's raw integers: field id -> the
+    `struct` format of their Iceberg single-value serialization."""
+    return {
+        field_id: _RAW_BOUNDS[type(collector.iceberg_type)]
+        for field_id, collector in plan.items()
+        if type(collector.iceberg_type) in _RAW_BOUNDS and collector.mode.type in _BOUNDED
+    }
+
+
+def _counts_only(collector: Any) -> Any:
+    return dataclasses.replace(collector, mode=MetricsMode(MetricModeTypes.COUNTS))
+
+
+def raw_bounds(
+    footer: pq.FileMetaData, mapping: Mapping[str, int], columns: Mapping[int, str]
+) -> tuple[dict[int, bytes], dict[int, bytes]]:
+    """Lower and upper bounds of `columns` from the row groups' raw statistics; none for a
+    column with a row group whose values have no statistics."""
+    lows: dict[int, int] = {}
+    highs: dict[int, int] = {}
+    unknown: set[int] = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            field_id = mapping[chunk.path_in_schema]
+            if field_id not in columns:
+                continue
+            stats = chunk.statistics if chunk.is_stats_set else None
+            if stats is None or not stats.has_min_max:
+                if stats is None or stats.null_count != chunk.num_values:
+                    unknown.add(field_id)
+                continue
+            lows[field_id] = min(lows.get(field_id, stats.min_raw), stats.min_raw)
+            highs[field_id] = max(highs.get(field_id, stats.max_raw), stats.max_raw)
+    pack = {i: (struct.Struct(f).pack) for i, f in columns.items()}
+    return (
+        {i: pack[i](v) for i, v in lows.items() if i not in unknown},
+        {i: pack[i](v) for i, v in highs.items() if i not in unknown},
+    )
+
+
+class CountingStream:
+    """The file-like object pyarrow writes to: `OutputStream.write`, with the bytes
+    counted (the file's size) and one close of the stream (which finishes an upload)."""
+
+    def __init__(self, stream: OutputStream) -> None:
+        self._stream = stream
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        """Write `data` (bytes or a buffer pyarrow hands over) to the stream."""
+        size = memoryview(data).nbytes
+        self._stream.write(data)
+        self.size += size
+        return size
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        """Nothing: the stream is flushed when closed."""
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._stream.close()
+
+
+class DataFileWriter:
+    """One Parquet data file of `schema` written to `stream` a row group at a time; `finish`
+    closes it and returns its `DataFile`."""
+
+    def __init__(
+        self,
+        stream: CountingStream,
+        schema: Schema,
+        properties: Mapping[str, str],
+        settings: ParquetSettings,
+    ) -> None:
+        self.schema = schema
+        self._file_schema = sanitize_column_names(schema)
+        self.arrow_schema = arrow_schema(self._file_schema)
+        self._properties = dict(properties)
+        self._settings = settings
+        self._stream = stream
+        self._plan = statistics_plan(schema, properties)
+        self._nan_columns = self._nan_counted_columns()
+        self._nans = dict.fromkeys(self._nan_columns.values(), 0)
+        self._pending: list[pa.RecordBatch] = []
+        self._rows = 0
+        self._bytes = 0
+        self._writer = pq.ParquetWriter(
+            stream,
+            self.arrow_schema,
+            compression=settings.compression,
+            compression_level=settings.compression_level,
+            data_page_size=settings.page_size,
+            max_rows_per_page=settings.page_rows,
+            dictionary_pagesize_limit=settings.dictionary_size,
+            store_decimal_as_integer=True,
+            store_schema=False,
+            bloom_filter_options=bloom_filters(properties, schema, self._file_schema, settings)
+            or None,
+        )
+
+    def _nan_counted_columns(self) -> dict[int, int]:
+        """Top-level float and double columns whose metrics are kept: position -> field id."""
+        return {
+            index: field.field_id
+            for index, field in enumerate(self.schema.fields)
+            if isinstance(field.field_type, (FloatType, DoubleType))
+            and self._plan[field.field_id].mode.type != MetricModeTypes.NONE
+        }
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Add `batch` (of `arrow_schema`) to the file, writing every row group that fills."""
+        for index, field_id in self._nan_columns.items():
+            self._nans[field_id] += pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
+        while batch.num_rows:
+            room = self._settings.row_group_rows - self._rows
+            head, batch = batch.slice(0, room), batch.slice(room)
+            self._pending.append(head)
+            self._rows += head.num_rows
+            self._bytes += head.nbytes
+            full = self._rows >= self._settings.row_group_rows
+            if full or self._bytes >= self._settings.row_group_bytes:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, schema=self.arrow_schema)
+            self._writer.write_table(table, row_group_size=max(self._rows, 1))
+        self._pending, self._rows, self._bytes = [], 0, 0
+
+    def finish(self, location: str, *, spec_id: int, partition: Record) -> DataFile:
+        """Close the file (the last row group, the footer, the stream) and describe it."""
+        self._flush()
+        self._writer.add_key_value_metadata({"iceberg.schema": self.schema.model_dump_json()})
+        self._writer.close()
+        self._stream.close()
+        footer = self._writer.writer.metadata
+        mapping = parquet_path_to_id_mapping(self._file_schema)
+        raw = raw_bound_columns(self._plan)
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=footer,
+            stats_columns={i: _counts_only(c) if i in raw else c for i, c in self._plan.items()},
+            parquet_column_mapping=mapping,
+        )
+        fields = stats.to_serialized_dict()
+        fields["nan_value_counts"] = dict(self._nans)
+        lower, upper = raw_bounds(footer, mapping, raw)
+        fields["lower_bounds"] = {**(fields.get("lower_bounds") or {}), **lower}
+        fields["upper_bounds"] = {**(fields.get("upper_bounds") or {}), **upper}
+        data_file = DataFile.from_args(
+            _table_format_version=3,
+            content=DataFileContent.DATA,
+            file_path=location,
+            file_format=FileFormat.PARQUET,
+            partition=partition,
+            file_size_in_bytes=self._stream.size,
+            sort_order_id=UNSORTED_ORDER_ID,
+            spec_id=spec_id,
+            equality_ids=None,
+            key_metadata=None,
+            first_row_id=None,
+            **fields,
+        )
+        data_file.spec_id = spec_id
+        return data_file
+
+    def abort(self) -> None:
+        """Stop writing after a failure: the writer and the stream closed, errors ignored
+        (the caller removes the partial file)."""
+        for close in (self._writer.close, self._stream.close):
+            with contextlib.suppress(Exception):  # the first failure is the one reported
+                close()
