@@ -51,6 +51,8 @@ class DeletePlan:
     removed_data: list[LiveDataFile] = field(default_factory=list)
     removed: set[EntryKey] = field(default_factory=set)
     rows_converted: int = 0
+    deletion_vectors: bool = False
+    """v3: the new deletes are DVs, which must stay one per data file."""
 
     @property
     def empty(self) -> bool:
@@ -64,7 +66,7 @@ def _live_positions(deleted: Deleted, records: int) -> BitMap64:
 
 def plan_rewrite(table: IcebergTable, live: LiveFiles) -> DeletePlan:
     """REWRITE: combine position deletes per partition (v2), or turn them into DVs (v3)."""
-    plan = DeletePlan()
+    plan = DeletePlan(deletion_vectors=table.metadata.format_version >= 3)
     dangling = dangling_deletes(live.deletes, live.index, (d.entry for d in live.data))
     plan.removed |= {
         (d.path, d.content_offset) for d in dangling if d.content is not DeleteContent.EQUALITY
@@ -110,7 +112,7 @@ def _crowded_partitions(positional: list[Any], dropped: set[EntryKey]) -> set[En
 
 def plan_convert(table: IcebergTable, live: LiveFiles) -> DeletePlan:
     """CONVERT: the rows equality deletes match become positions; the equality files go."""
-    plan = DeletePlan()
+    plan = DeletePlan(deletion_vectors=table.metadata.format_version >= 3)
     equality = [d for d in live.deletes if d.content is DeleteContent.EQUALITY]
     if not equality:
         return plan
@@ -154,7 +156,7 @@ def validate_delete_rewrite(plan: DeletePlan, changes: ConcurrentChanges) -> Non
     removed = {(d.path, d.content_offset) for d in changes.removed_deletes}
     if removed & plan.removed:
         raise CommitConflictError("a delete file this rewrite replaces was removed concurrently")
-    if changes.added_deletes:
+    if plan.deletion_vectors and changes.added_deletes:
         touched = {f.path for f, _ in plan.positions}
         if any(
             d.content is not DeleteContent.EQUALITY
