@@ -285,8 +285,8 @@ def _commit_sql_v3(
     data = metadata_bytes(new)
     location = _new_metadata_location(table, new)
     _write_new(table, location, data)
-    faults.reached("iceberg-metadata-written")
     try:
+        faults.reached("iceberg-metadata-written")
         swapped = _swap_row(table, location)
     except CommitOutcomeUnknownError:
         raise  # the catalog may name the file: it stays

@@ -213,6 +213,7 @@ def test_sql_metadata_written_then_failure(tmp_path: Path, fault: Any) -> None:
     with pytest.raises(StorageError):
         set_properties(table, a="1")
     assert refresh(table).metadata_location == table.metadata_location
+    assert len(metadata_names(table)) == 1  # the commit did not land: its file is deleted
 
 
 def test_sql_v2_lost_answer_is_unknown(tmp_path: Path, fault: Any) -> None:
