@@ -7,6 +7,10 @@ not count as part of the race) to get a `run` callable, waits on a shared Barrie
 it by reference) and its jobs and results picklable. An exception in a worker is not a
 result: `race` fails the test with the worker's traceback.
 
+`Racers(n, prepare, also_here=True)` makes the test process a party of the Barrier too: a
+thread of the test calls `release()` (it returns when the processes are released) and then
+races them with work of its own, such as a JVM engine's commit.
+
 Heavy libraries belong inside `prepare`, not at the top of the test module, so the spawned
 children start quickly.
 """
@@ -44,9 +48,9 @@ def _racer(prepare: Prepare, inbox: Any, barrier: Any, out: Any) -> None:
 class Racers:
     """`n` spawned processes that run one job each per `race`, released by a Barrier."""
 
-    def __init__(self, n: int, prepare: Prepare) -> None:
+    def __init__(self, n: int, prepare: Prepare, also_here: bool = False) -> None:
         ctx = mp.get_context("spawn")
-        self.barrier = ctx.Barrier(n)
+        self.barrier = ctx.Barrier(n + 1 if also_here else n)
         self.out = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(n)]
         self.procs = [
@@ -67,6 +71,11 @@ class Racers:
         errors = [str(reply) for ok, reply in replies if not ok]
         assert not errors, "\n".join(errors)
         return [reply for _, reply in replies]
+
+    def release(self) -> None:
+        """With `also_here`: wait (in a thread of the test) until the processes of a `race`
+        are ready, and release them with this thread."""
+        self.barrier.wait(timeout=TIMEOUT_S)
 
     def __enter__(self) -> Racers:
         return self
