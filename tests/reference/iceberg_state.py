@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pyiceberg.table import StaticTable
+from pyiceberg.table import StaticTable, Table
 
 from tests import iceberg_oracles as oracles
 from tests.engines.jvm_engines import JvmSession
@@ -26,12 +26,13 @@ Row = dict[str, Any]
 VERSION_HINT = "metadata/version-hint.text"
 
 
-def agreed_rows(session: JvmSession, folder: Path, table: str) -> list[Row]:
+def agreed_rows(session: JvmSession, source: Path | Table, table: str) -> list[Row]:
     """The table's rows as Iceberg Spark reads them (`table`, its catalog name), which
-    every oracle that can read the table's shape reads too."""
+    every oracle that can read the table's shape reads too; the oracles read `source`, a
+    path table's folder (its latest metadata) or a table loaded from its catalog."""
     shapes = delete_file_shapes(session, table)  # refreshes the table in Spark
     spark = session.rows(f"SELECT * FROM {table} ORDER BY id")
-    metadata = latest_metadata(folder)
+    metadata = latest_metadata(source) if isinstance(source, Path) else source
     for oracle in oracles.ORACLES:
         try:
             rows = oracles.oracle_rows(oracle, metadata)
@@ -48,9 +49,10 @@ def relative(folder: Path, location: str) -> str:
     return str(Path(path).relative_to(folder))
 
 
-def referenced_files(folder: Path) -> set[str]:
-    """The files the latest `vN.metadata.json` reaches (see the module docstring)."""
-    location = latest_metadata(folder)
+def referenced_files(folder: Path, metadata: str | None = None) -> set[str]:
+    """The files the latest `vN.metadata.json` (or the metadata file `metadata`, a catalog
+    table's) reaches (see the module docstring)."""
+    location = metadata or latest_metadata(folder)
     static = StaticTable.from_metadata(str(location))
     meta = static.metadata
     found = {str(location), *(entry.metadata_file for entry in meta.metadata_log)}
@@ -73,6 +75,6 @@ def table_tree(folder: Path) -> set[str]:
     }
 
 
-def unreferenced(folder: Path) -> set[str]:
-    """Files under `folder` that its latest metadata does not reach."""
-    return table_tree(folder) - referenced_files(folder)
+def unreferenced(folder: Path, metadata: str | None = None) -> set[str]:
+    """Files under `folder` that its latest metadata (or `metadata`) does not reach."""
+    return table_tree(folder) - referenced_files(folder, metadata)
