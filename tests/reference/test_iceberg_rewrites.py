@@ -68,9 +68,9 @@ def _files_with_deletes(folder: Path) -> int:
 
 PURGED = ["v2_part", "v3_part", "v3_compacted", "v2_equality", "v2_flink_part"]
 # Iceberg Spark 1.12's rewrite_data_files (delete-file-threshold=1) leaves this table with
-# other rows than it had (older versions of upserted rows come back; not investigated yet:
-# Iceberg, or the fixture's Flink-style commits): dvtool's result is checked against every
-# reader, Spark's rows are not compared.
+# other rows than it had (older versions of upserted rows come back) and a data file with
+# deletes (not investigated yet: Iceberg, or the fixture's Flink-style commits): dvtool's
+# result is checked against every reader, Spark's is not compared.
 SPARK_MISREADS = {"v2_flink_part"}
 
 
@@ -94,9 +94,10 @@ def test_purge_equals_iceberg_spark(
         "options => map('delete-file-threshold', '1'))"
     )
     readers_agree(iceberg_spark, ours, our_table, entry["expected"])
+    assert _files_with_deletes(ours) == 0
     if name not in SPARK_MISREADS:
         assert iceberg_spark.rows(f"SELECT * FROM {their_table} ORDER BY id") == entry["expected"]
-    assert _files_with_deletes(ours) == 0 == _files_with_deletes(theirs)
+        assert _files_with_deletes(theirs) == 0
     assert _last_operation(iceberg_spark, our_table) == "replace"
     assert _row_sequence_numbers(iceberg_spark, our_table) == sequences
     if v3:
@@ -217,7 +218,8 @@ def test_dry_runs_write_nothing(iceberg_tables: dict[str, Any], iceberg_spark: J
     compact = cli_json("optimize", folder, "--dry-run", "--target-size", "1MB")
     assert compact["dry_run"] and compact["snapshot_id"] is None
     cow = cli_json("delete", folder, "--where", "id < 30", "--mode", "cow", "--dry-run")
-    assert cow["snapshot_id"] is None and {f["action"] for f in cow["files"]} == {"rewrite"}
+    actions = {f["action"] for f in cow["files"]}
+    assert cow["snapshot_id"] is None and "rewrite" in actions and actions <= {"rewrite", "remove"}
     assert _tree(folder) == before
 
 
