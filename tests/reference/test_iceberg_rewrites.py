@@ -67,10 +67,10 @@ def _files_with_deletes(folder: Path) -> int:
 
 
 PURGED = ["v2_part", "v3_part", "v3_compacted", "v2_equality", "v2_flink_part"]
-# Iceberg Spark 1.12's rewrite_data_files (delete-file-threshold=1) leaves this table with
-# other rows than it had (older versions of upserted rows come back) and a data file with
-# deletes (not investigated yet: Iceberg, or the fixture's Flink-style commits): dvtool's
-# result is checked against every reader, Spark's is not compared.
+# Iceberg Spark 1.12 reads copies of v2_flink_part (`copy_into_catalog`: Iceberg's
+# `rewrite_table_path`) with two equality-deleted rows back (ids 41 and 43), where it reads
+# the original right and DuckDB reads the copy right; its `rewrite_data_files` then keeps
+# them. dvtool's purge of the copy is checked against every reader; Spark's is not compared.
 SPARK_MISREADS = {"v2_flink_part"}
 
 
@@ -99,7 +99,10 @@ def test_purge_equals_iceberg_spark(
         assert iceberg_spark.rows(f"SELECT * FROM {their_table} ORDER BY id") == entry["expected"]
         assert _files_with_deletes(theirs) == 0
     assert _last_operation(iceberg_spark, our_table) == "replace"
-    assert _row_sequence_numbers(iceberg_spark, our_table) == sequences
+    # (`sequences` holds the rows Spark misreads in a copy of v2_flink_part, see above.)
+    after = _row_sequence_numbers(iceberg_spark, our_table)
+    assert set(after) == {r["id"] for r in entry["expected"]}
+    assert {i: sequences[i] for i in after} == after
     if v3:
         assert iceberg_spark.rows(LINEAGE.format(t=our_table)) == lineage
         assert iceberg_spark.rows(LINEAGE.format(t=their_table)) == lineage
