@@ -11,23 +11,30 @@
   count, the starting snapshot's sequence number) as Spark's `entries` lists them.
 - `delete --mode cow` reads as the merge-on-read delete of a second copy, and adds no
   delete file.
-- dry runs write nothing; a Spark DELETE committed while a purge writes makes it plan again,
-  and no delete is lost.
+- dry runs write nothing; a Spark DELETE committed while a purge or a cow delete writes
+  makes it plan again, an equality delete committed meanwhile only makes the purge re-apply
+  its changes; no delete is lost.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from dvtool.commands.delete.command import DeleteRequest
+from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
 from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
 from dvtool.iceberg.tables import open_iceberg
 from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_tables import (
+    COMMIT_EQUALITY_DELETES,
     TableSpec,
     build_table,
     delete_multiples,
@@ -254,3 +261,71 @@ def test_purge_against_a_concurrent_spark_delete(
     expected = [r for r in entry["expected"] if r["id"] % 7 != 2]
     readers_agree(iceberg_spark, folder, table, expected)
     assert _files_with_deletes(folder) == 0
+
+
+def _commit_equality_deletes(session: JvmSession, folder: Path, ids: list[int]) -> None:
+    """Commit an equality delete file on `id` with Iceberg's Java API (`RowDelta`), as
+    Flink would while dvtool works."""
+    field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+    path = folder / "data" / f"race-eq-deletes-{uuid.uuid4()}.parquet"
+    pq.write_table(pa.table({"id": ids}, schema=pa.schema([field])), path)
+    session.python(
+        COMMIT_EQUALITY_DELETES,
+        location=str(folder),
+        field_ids=[1],
+        path=str(path),
+        size=path.stat().st_size,
+        count=len(ids),
+    )
+
+
+def test_purge_keeps_a_concurrent_equality_delete(
+    iceberg_tables: dict[str, Any], iceberg_spark: JvmSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An equality delete committed meanwhile has a higher sequence number than the kept
+    ones of the new files: it still applies to them, so the purge is only re-applied."""
+    import dvtool.commands.optimize.iceberg as command
+
+    entry = iceberg_tables["v2_equality"]
+    folder, table = _copy(iceberg_spark, entry, "v2_equality_purge_race")
+    original = command.write_rewrites
+    gone = [5, 6, 60]
+
+    def write_then_delete(*args: Any, **kwargs: Any) -> Any:
+        changes = original(*args, **kwargs)
+        monkeypatch.setattr(command, "write_rewrites", original)
+        _commit_equality_deletes(iceberg_spark, folder, gone)
+        return changes
+
+    monkeypatch.setattr(command, "write_rewrites", write_then_delete)
+    result = run_optimize_iceberg(open_iceberg(str(folder)), IcebergOptimizeRequest("purge"))
+    assert result.snapshot_id is not None and result.attempts == 1 and result.retries == 1
+    iceberg_spark.sql(f"REFRESH TABLE {table}")
+    expected = [r for r in entry["expected"] if r["id"] not in gone]
+    readers_agree(iceberg_spark, folder, table, expected)
+
+
+def test_cow_delete_against_a_concurrent_spark_delete(
+    iceberg_tables: dict[str, Any], iceberg_spark: JvmSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's DELETE adds position deletes to files the cow delete rewrites: planned again."""
+    import dvtool.commands.delete.iceberg_cow as cow
+
+    entry = iceberg_tables["v2_part"]
+    folder, table = _copy(iceberg_spark, entry, "v2_part_cow_race")
+    original = cow.write_rewrites
+
+    def write_then_delete(*args: Any, **kwargs: Any) -> Any:
+        changes = original(*args, **kwargs)
+        monkeypatch.setattr(cow, "write_rewrites", original)
+        iceberg_spark.sql(f"DELETE FROM {table} WHERE id % 7 = 2")
+        return changes
+
+    monkeypatch.setattr(cow, "write_rewrites", write_then_delete)
+    opened = open_iceberg(str(folder))
+    request = DeleteRequest("id % 5 = 1", mode="cow")
+    result = run_delete_iceberg(opened, request, scan_storage(opened, {}))
+    assert result.snapshot_id is not None and result.attempts > 1
+    iceberg_spark.sql(f"REFRESH TABLE {table}")
+    expected = [r for r in entry["expected"] if r["id"] % 7 != 2 and r["id"] % 5 != 1]
+    readers_agree(iceberg_spark, folder, table, expected)
