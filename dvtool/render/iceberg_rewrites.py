@@ -24,6 +24,8 @@ def delete(r: Output, result: IcebergDeleteResult) -> None:
         return
     base = result.base_snapshot_id
     kind = "deletion vectors" if result.format_version >= 3 else "position deletes"
+    if result.mode == "cow":
+        kind = "copy-on-write"
     if result.dry_run:
         r.say(f"[bold]dry run[/] against snapshot {base}: nothing written")
     elif result.snapshot_id is None:
@@ -72,18 +74,22 @@ def optimize(r: Output, result: IcebergOptimizeResult) -> None:
 
 
 def _bins(r: Output, bins: list[dict[str, Any]]) -> None:
-    """The planned new files of a purge or compaction: one line per input file."""
+    """The planned new files of a purge or compaction: one line each, with its inputs."""
     rows = (
         (
             str(number),
+            f"{len(b['files']):,}",
             f"{b['rows']:,}",
             f"{b['deleted_rows']:,}",
             format_bytes(b["input_bytes"]),
-            path,
+            _partition(b),
         )
         for number, b in enumerate(bins, 1)
-        for path in b["files"]
     )
-    total = sum(len(b["files"]) for b in bins)
-    header = ("new file", "rows kept", "rows dropped", "input bytes", "input")
-    r.listing("Plan", header, rows, total, "input files")
+    header = ("new file", "inputs", "rows kept", "rows dropped", "input bytes", "partition")
+    r.listing("Plan", header, rows, len(bins), "new files")
+
+
+def _partition(b: dict[str, Any]) -> str:
+    values = ", ".join("null" if v is None else str(v) for v in b["partition"])
+    return escape(f"spec {b['spec_id']} ({values})" if values else f"spec {b['spec_id']}")
