@@ -74,11 +74,6 @@ def _files_with_deletes(folder: Path) -> int:
 
 
 PURGED = ["v2_part", "v3_part", "v3_compacted", "v2_equality", "v2_flink_part"]
-# Iceberg Spark 1.12 reads copies of v2_flink_part (`copy_into_catalog`: Iceberg's
-# `rewrite_table_path`) with two equality-deleted rows back (ids 41 and 43), where it reads
-# the original right and DuckDB reads the copy right; its `rewrite_data_files` then keeps
-# them. dvtool's purge of the copy is checked against every reader; Spark's is not compared.
-SPARK_MISREADS = {"v2_flink_part"}
 
 
 @pytest.mark.parametrize("name", PURGED)
@@ -101,15 +96,10 @@ def test_purge_equals_iceberg_spark(
         "options => map('delete-file-threshold', '1'))"
     )
     readers_agree(iceberg_spark, ours, our_table, entry["expected"])
-    assert _files_with_deletes(ours) == 0
-    if name not in SPARK_MISREADS:
-        assert iceberg_spark.rows(f"SELECT * FROM {their_table} ORDER BY id") == entry["expected"]
-        assert _files_with_deletes(theirs) == 0
+    assert iceberg_spark.rows(f"SELECT * FROM {their_table} ORDER BY id") == entry["expected"]
+    assert _files_with_deletes(ours) == 0 == _files_with_deletes(theirs)
     assert _last_operation(iceberg_spark, our_table) == "replace"
-    # (`sequences` holds the rows Spark misreads in a copy of v2_flink_part, see above.)
-    after = _row_sequence_numbers(iceberg_spark, our_table)
-    assert set(after) == {r["id"] for r in entry["expected"]}
-    assert {i: sequences[i] for i in after} == after
+    assert _row_sequence_numbers(iceberg_spark, our_table) == sequences
     if v3:
         assert iceberg_spark.rows(LINEAGE.format(t=our_table)) == lineage
         assert iceberg_spark.rows(LINEAGE.format(t=their_table)) == lineage
