@@ -133,16 +133,24 @@ def as_v3_manifest_file(manifest: ManifestFile) -> ManifestFile:
 
 
 EQUALITY_IDS = 135
+REFERENCED_DATA_FILE = 143
+_V2_FIELDS = len(DATA_FILE_TYPE[2].fields)
+_REFERENCED_DATA_FILE = _DATA_FILE_V3_NAMES.index("referenced_data_file")
 
 
-def _with_int_equality_ids(schema: Schema) -> Schema:
-    """The manifest entry schema with `equality_ids` as the spec types it, `list<136: int>`.
+def _java_entry_schema(schema: Schema, format_version: int) -> Schema:
+    """The manifest entry schema with the data_file fields Iceberg Java writes.
 
-    pyiceberg 0.12 types it `list<long>`; Iceberg Java cannot read a long array as the int
-    list it projects (its Spark `entries`/`delete_files` metadata tables fail on such a
-    manifest), while every reader reads an int list as longs. A fix that belongs upstream."""
+    - `equality_ids` as the spec types it, `list<136: int>`: pyiceberg 0.12 types it
+      `list<long>`, and Iceberg Java cannot read a long array as the int list it projects
+      (its Spark `entries`/`delete_files` metadata tables fail on such a manifest), while
+      every reader reads an int list as longs;
+    - v2: `referenced_data_file` (143), optional in v2 and written by Java: a position
+      delete file holding deletes of one data file names it, so readers need not read the
+      file to know it (pyiceberg's v2 struct lacks it).
+    Fixes that belong upstream."""
     from pyiceberg.schema import Schema as IcebergSchema
-    from pyiceberg.types import IntegerType, ListType, NestedField, StructType
+    from pyiceberg.types import IntegerType, ListType, NestedField, StringType, StructType
 
     def fixed(field: NestedField) -> NestedField:
         if field.field_id == EQUALITY_IDS:
@@ -153,24 +161,53 @@ def _with_int_equality_ids(schema: Schema) -> Schema:
     fields = []
     for field in schema.fields:
         if isinstance(field.field_type, StructType) and field.name == "data_file":
-            struct = StructType(*(fixed(f) for f in field.field_type.fields))
-            field = NestedField(field.field_id, field.name, struct, field.required, field.doc)
+            members = [fixed(f) for f in field.field_type.fields]
+            if format_version == 2 and all(f.field_id != REFERENCED_DATA_FILE for f in members):
+                members.append(
+                    NestedField(REFERENCED_DATA_FILE, "referenced_data_file", StringType(), False)
+                )
+            field = NestedField(
+                field.field_id, field.name, StructType(*members), field.required, field.doc
+            )
         fields.append(field)
     return IcebergSchema(*fields, schema_id=schema.schema_id)
 
 
+def as_v2_data_file(data_file: DataFile) -> DataFile:
+    """`data_file` as the v2 struct plus `referenced_data_file` (what `_java_entry_schema`
+    writes for v2), spec id kept."""
+    values = [data_file[i] for i in range(min(len(data_file), _V2_FIELDS))]
+    values += [None] * (_V2_FIELDS - len(values))  # the v3 struct begins with the v2 one
+    referenced = (
+        data_file[_REFERENCED_DATA_FILE] if len(data_file) > _REFERENCED_DATA_FILE else None
+    )
+    shaped = DataFile(*values, referenced)
+    spec_id = getattr(data_file, "_spec_id", None)
+    if spec_id is not None:
+        shaped.spec_id = spec_id
+    return shaped
+
+
 class _JavaEntrySchema(ManifestWriter):
-    """Writes entries with the spec's types (see `_with_int_equality_ids`)."""
+    """Writes entries with the fields and types Iceberg Java writes (`_java_entry_schema`)."""
 
     def _with_partition(self, format_version: TableVersion) -> Schema:
-        return _with_int_equality_ids(super()._with_partition(format_version))
+        return _java_entry_schema(super()._with_partition(format_version), format_version)
 
 
-class DataManifestWriterV2(_JavaEntrySchema, ManifestWriterV2):
-    """A format version 2 data manifest (pyiceberg's, with the spec's entry types)."""
+class _V2Entries(_JavaEntrySchema, ManifestWriterV2):
+    """v2 entries written as Java writes them: `referenced_data_file` included."""
+
+    def prepare_entry(self, entry: ManifestEntry) -> ManifestEntry:
+        checked = super().prepare_entry(entry)
+        return ManifestEntry(*checked._data[:-1], as_v2_data_file(checked.data_file))
 
 
-class DeleteManifestWriterV2(_JavaEntrySchema, ManifestWriterV2):
+class DataManifestWriterV2(_V2Entries):
+    """A format version 2 data manifest (pyiceberg's, with Java's entry fields)."""
+
+
+class DeleteManifestWriterV2(_V2Entries):
     """A format version 2 delete manifest: position and equality delete files."""
 
     def content(self) -> ManifestContent:

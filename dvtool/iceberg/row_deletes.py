@@ -1,7 +1,8 @@
 """Recording row deletes in the form a table's format version requires.
 
-- v2: position delete files, one per partition (spec id and partition values) per commit,
-  each holding the given positions of the partition's data files;
+- v2: position delete files, per `write.delete.granularity`: `file` (Iceberg Spark's
+  default: one file per data file, `referenced_data_file` set, so readers load only the
+  deletes of the files they read) or `partition` (one file per partition per commit);
 - v3: deletion vectors, one Puffin file per commit, one DV per data file; a data file's
   DV must hold every position deleted by position (its old DV, its position delete files
   and the new rows), since the spec allows one DV per data file; the entries it replaces
@@ -15,7 +16,7 @@ not land.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap64
@@ -70,21 +71,36 @@ def write_dvs(
     return [AddedFile(record) for record in write_deletion_vectors(io, location, deletes)]
 
 
+GRANULARITY_PROPERTY = "write.delete.granularity"
+GRANULARITIES = ("file", "partition")
+
+
+def delete_granularity(properties: Mapping[str, str]) -> str:
+    """The table's `write.delete.granularity`; `file` (what Iceberg Spark writes) when
+    unset or unknown."""
+    value = properties.get(GRANULARITY_PROPERTY, "file").strip().lower()
+    return value if value in GRANULARITIES else "file"
+
+
 def write_position_files(
     io: FileIO,
     namer: FileNamer,
     metadata: TableMetadata,
     files: Sequence[tuple[LiveDataFile, BitMap64]],
     written: Written,
+    granularity: str | None = None,
 ) -> list[AddedFile]:
-    """One position delete file per partition holding the given positions."""
-    groups: dict[tuple[int, tuple[Any, ...]], list[tuple[LiveDataFile, BitMap64]]] = {}
+    """Position delete files holding the given positions: one per data file or one per
+    partition (`granularity`, default the table's `write.delete.granularity`)."""
+    per_file = (granularity or delete_granularity(metadata.properties)) == "file"
+    groups: dict[tuple[Any, ...], list[tuple[LiveDataFile, BitMap64]]] = {}
     for f, rows in files:
         if len(rows):
-            groups.setdefault((f.entry.spec_id, f.entry.partition), []).append((f, rows))
+            key = (f.entry.spec_id, f.entry.partition) + ((f.path,) if per_file else ())
+            groups.setdefault(key, []).append((f, rows))
     codec = parquet_codec(metadata.properties)
     added = []
-    for (spec_id, _), members in sorted(groups.items(), key=repr):
+    for (spec_id, *_), members in sorted(groups.items(), key=repr):
         partition = members[0][0].record.partition
         location = namer.location(
             len(namer.used) + 1, partition_path(metadata, spec_id, partition), "-deletes.parquet"

@@ -7,9 +7,11 @@ the unpartitioned specs (global equality deletes).
 
 pyiceberg 0.12's `ManifestFile.fetch_manifest_entry` reads every manifest with the v2 entry
 schema, which drops the v3 fields a deletion vector is found by (`referenced_data_file`,
-`content_offset`, `content_size_in_bytes`). `manifest_entries` reads with the schema of the
-table's format version instead (the same reader and inheritance otherwise; a fix that
-belongs upstream), and `_v3_field` takes those fields from the record by position.
+`content_offset`, `content_size_in_bytes`), and the `referenced_data_file` Java writes in v2
+manifests too. `manifest_entries` reads every manifest with the v3 schema instead (a
+superset: fields a manifest lacks read as null; the same reader and inheritance otherwise;
+a fix that belongs upstream), and `_v3_field` takes those fields from the record by
+position.
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ def manifest_entries(
         _inherit_from_manifest,
     )
 
-    schema = MANIFEST_ENTRY_SCHEMAS[3 if format_version >= 3 else 2]
+    # The v3 schema for every version: a superset whose fields a v2 manifest lacks read as
+    # null, and which keeps the `referenced_data_file` Java writes in v2 manifests too.
+    schema = MANIFEST_ENTRY_SCHEMAS[3]
     with AvroFile[ManifestEntry](
         io.new_input(manifest.manifest_path),
         schema,
@@ -84,7 +88,9 @@ def manifest_entries(
     ) as reader:
         entries = [_inherit_from_manifest(entry, manifest) for entry in reader]
     if format_version >= 3:
-        inherit_first_row_ids(entries, getattr(manifest, "first_row_id", None))
+        from dvtool.iceberg.manifest_writers import manifest_first_row_id
+
+        inherit_first_row_ids(entries, manifest_first_row_id(manifest))
     return [e for e in entries if deleted or e.status != ManifestEntryStatus.DELETED]
 
 
@@ -150,9 +156,10 @@ def data_entry(entry: Any) -> DataFileEntry:
 
 def delete_entry(entry: Any) -> DeleteFileEntry:
     record = entry.data_file
+    content = _delete_content(record)
     return DeleteFileEntry(
         path=record.file_path,
-        content=_delete_content(record),
+        content=content,
         spec_id=record.spec_id or 0,
         partition=_partition(record),
         data_sequence_number=entry.sequence_number or 0,

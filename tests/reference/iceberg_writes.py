@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,23 @@ from typing import Any
 from tests import iceberg_oracles as oracles
 from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
-from tests.reference.iceberg_tables import copy_table, latest_metadata, warehouse
+from tests.reference.iceberg_tables import (
+    ALL_SPECS,
+    build_table,
+    copy_table,
+    latest_metadata,
+    warehouse,
+)
 
 Row = dict[str, Any]
+
+
+# Tables whose copies `rewrite_table_path` leaves inconsistent: Iceberg 1.12 moves their
+# position delete files' rows and `file_path` bounds to the new location but not the
+# `referenced_data_file` of their manifest entries (written by Flink-shaped commits through
+# Iceberg's Java API), so Iceberg Java (which scopes a file by `referenced_data_file`) and
+# DuckDB or pyiceberg (which read its rows) disagree on the copy. They are built afresh.
+BUILT_AFRESH = {"v2_flink", "v2_flink_part", "v3_flink_part"}
 
 
 def copy_into_catalog(
@@ -29,7 +44,12 @@ def copy_into_catalog(
     folder = warehouse(session) / namespace / name
     assert not folder.exists(), folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    copy_table(session, entry, folder)
+    fixture = entry["table"].rsplit(".", 1)[-1]
+    if fixture in BUILT_AFRESH:
+        spec = next(s for s in ALL_SPECS if s.name == fixture)
+        build_table(session, dataclasses.replace(spec, name=name), db=namespace)
+    else:
+        copy_table(session, entry, folder)
     return folder, f"local.{namespace}.{name}"
 
 
@@ -40,9 +60,10 @@ def cli_json(*args: str | Path, code: int = 0) -> dict[str, Any]:
     return doc
 
 
-def delete_file_shapes(session: JvmSession, table: str) -> dict[str, bool]:
+def delete_file_shapes(session: JvmSession, table: str, folder: Path) -> dict[str, bool]:
     """What the table's live delete files are, as Iceberg Spark lists them: equality
-    deletes, and Parquet position delete files not limited to one data file."""
+    deletes and Parquet position delete files not limited to one data file; a
+    `referenced_data_file` outside the table (a broken copy, see `BUILT_AFRESH`) fails."""
     session.sql(f"REFRESH TABLE {table}")
     rows = session.rows(
         f"SELECT content, file_format, referenced_data_file, "
@@ -54,6 +75,14 @@ def delete_file_shapes(session: JvmSession, table: str) -> dict[str, bool]:
         for r in rows
         if r["content"] == 1 and r["file_format"] != "PUFFIN" and r["referenced_data_file"] is None
     ]
+    inside = (str(folder), f"file:{folder}")
+    stale = [
+        r["referenced_data_file"]
+        for r in rows
+        if r["referenced_data_file"] is not None
+        and not r["referenced_data_file"].startswith(inside)
+    ]
+    assert not stale, f"a copy names files of another table: {stale[:3]}"
     return {
         "equality": any(r["content"] == 2 for r in rows),
         "multi_file_positions": any(r["low"] is None or r["low"] != r["high"] for r in scoped),
@@ -68,7 +97,7 @@ def _allowed(refusal: oracles.OracleRefused, shapes: dict[str, bool]) -> bool:
 
 def readers_agree(session: JvmSession, folder: Path, table: str, expected: list[Row]) -> None:
     """Every oracle and Iceberg Spark read `expected`; `inspect --verify` is clean."""
-    shapes = delete_file_shapes(session, table)
+    shapes = delete_file_shapes(session, table, folder)
     metadata = latest_metadata(folder)
     for oracle in oracles.ORACLES:
         try:

@@ -12,6 +12,7 @@ Afterwards every reader reads the original rows minus the union of both deletes,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_writes import copy_into_catalog, readers_agree
 
 NAMESPACE = "dvrace"
+Row = dict[str, Any]
 
 
 class ConcurrentEngine(ArrowEngine):
@@ -63,38 +65,46 @@ def _delete(folder: Path, where: str, meanwhile: Callable[[], None]) -> Any:
     return run_delete_iceberg(table, DeleteRequest(where), scan_storage(table, {}), engine)
 
 
-# (fixture, what Spark commits meanwhile, which rows it removes, how dvtool gets past it)
+@dataclass(frozen=True)
+class Race:
+    """A fixture table, what Spark commits meanwhile and the rows it removes, and how dvtool
+    gets past it (`retry`: the same changes on the new head; `replan`)."""
+
+    table: str
+    spark: str
+    spark_removes: Callable[[Row], bool] | None
+    how: str
+    where: str = "id % 5 = 1 OR v < 0"
+    matches: Callable[[Row], bool] = lambda r: bool(r["id"] % 5 == 1 or r["v"] < 0)
+
+
 RACES = {
     # v2: Spark's DELETE merges the file-scoped deletes of the files it touches and removes
     # the old ones, some of which dvtool's plan replaces too: planned again.
-    "v2_spark_delete": (
-        "v2_part",
-        "DELETE FROM {t} WHERE id % 7 = 2",
-        lambda r: r["id"] % 7 == 2,
-        "replan",
+    "v2_spark_delete": Race(
+        "v2_part", "DELETE FROM {t} WHERE id % 7 = 2", lambda r: r["id"] % 7 == 2, "replan"
     ),
     # v3: Spark's DVs land on data files dvtool writes DVs for: planned again, merged.
-    "v3_spark_delete": (
+    "v3_spark_delete": Race(
+        "v3_part", "DELETE FROM {t} WHERE id % 7 = 2", lambda r: r["id"] % 7 == 2, "replan"
+    ),
+    # v3: Spark's DVs land on other partitions' files: the same changes on the new head.
+    "v3_disjoint_delete": Race(
         "v3_part",
-        "DELETE FROM {t} WHERE id % 7 = 2",
-        lambda r: r["id"] % 7 == 2,
-        "replan",
+        "DELETE FROM {t} WHERE cat = 'b' AND id % 7 = 2",
+        lambda r: r["cat"] == "b" and r["id"] % 7 == 2,
+        "retry",
+        where="cat = 'a' AND id % 5 = 1",
+        matches=lambda r: r["cat"] == "a" and r["id"] % 5 == 1,
     ),
     # A manifest rewrite changes no file: the same changes are produced on the new head.
-    "v2_rewrite_manifests": (
-        "v2_part",
-        "CALL local.system.rewrite_manifests(table => '{n}')",
-        None,
-        "retry",
-    ),
-    "v3_rewrite_manifests": (
-        "v3_part",
-        "CALL local.system.rewrite_manifests(table => '{n}')",
-        None,
-        "retry",
+    # (Not on v3: DuckDB 1.5.5's iceberg extension misreads Spark's rewritten v3 manifests,
+    # before any dvtool write, so it cannot be an oracle there.)
+    "v2_rewrite_manifests": Race(
+        "v2_part", "CALL local.system.rewrite_manifests(table => '{n}')", None, "retry"
     ),
     # New rows may match dvtool's predicate (serializable): planned again, deleted too.
-    "v2_spark_insert": (
+    "v2_spark_insert": Race(
         "v2_flat",
         "INSERT INTO {t} VALUES (1001, 'a', DATE'2024-01-01', 5), "
         "(1002, 'b', DATE'2024-01-02', -7)",
@@ -102,7 +112,7 @@ RACES = {
         "replan",
     ),
     # Spark's compaction removes the files dvtool read: planned again on the new files.
-    "v3_spark_compaction": (
+    "v3_spark_compaction": Race(
         "v3_flat",
         "CALL local.system.rewrite_data_files(table => '{n}', "
         "options => map('rewrite-all', 'true'))",
@@ -110,33 +120,29 @@ RACES = {
         "replan",
     ),
 }
-WHERE = "id % 5 = 1 OR v < 0"
+INSERTED = [
+    {"id": 1001, "cat": "a", "d": "2024-01-01", "v": 5},
+    {"id": 1002, "cat": "b", "d": "2024-01-02", "v": -7},
+]
 
 
-def _matches(row: dict[str, Any]) -> bool:
-    return bool(row["id"] % 5 == 1 or row["v"] < 0)
-
-
-@pytest.mark.parametrize("race", list(RACES))
+@pytest.mark.parametrize("name", list(RACES))
 def test_delete_against_a_concurrent_spark_commit(
-    race: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
+    name: str, iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
 ) -> None:
-    name, statement, removes, how = RACES[race]
-    folder, table = _copy(iceberg_spark, iceberg_tables[name], race)
-    sql = statement.format(t=table, n=f"{NAMESPACE}.{race}")
-    result = _delete(folder, WHERE, lambda: iceberg_spark.sql(sql))
+    race = RACES[name]
+    folder, table = _copy(iceberg_spark, iceberg_tables[race.table], name)
+    sql = race.spark.format(t=table, n=f"{NAMESPACE}.{name}")
+    result = _delete(folder, race.where, lambda: iceberg_spark.sql(sql))
     assert result.snapshot_id is not None
-    assert (result.attempts > 1) == (how == "replan")
-    assert (result.retries > 0) == (how == "retry")
+    assert (result.attempts > 1) == (race.how == "replan")
+    assert (result.retries > 0) == (race.how == "retry")
     iceberg_spark.sql(f"REFRESH TABLE {table}")
-    expected = iceberg_tables[name]["expected"]
-    if "INSERT" in statement:
-        inserted = [
-            {"id": 1001, "cat": "a", "d": "2024-01-01", "v": 5},
-            {"id": 1002, "cat": "b", "d": "2024-01-02", "v": -7},
-        ]
-        expected = sorted(expected + inserted, key=lambda r: r["id"])
-    expected = [r for r in expected if not _matches(r) and not (removes and removes(r))]
+    expected = iceberg_tables[race.table]["expected"]
+    if "INSERT" in race.spark:
+        expected = sorted(expected + INSERTED, key=lambda r: r["id"])
+    removes = race.spark_removes
+    expected = [r for r in expected if not race.matches(r) and not (removes and removes(r))]
     readers_agree(iceberg_spark, folder, table, expected)
 
 

@@ -103,7 +103,9 @@ def _check_snapshot(folder: Path, doc: dict[str, Any], deleted: int, before: Any
     assert int(summary["total-records"]) == total
 
 
-def _check_delete_files(session: JvmSession, table: str, version: int) -> None:
+def _check_delete_files(
+    session: JvmSession, table: str, version: int, granularity: str = "file"
+) -> None:
     """As Iceberg Spark's metadata tables list them: v3: at most one DV per data file, no
     new Parquet position deletes; v2: the new position delete files are sorted by
     (file_path, pos) and carry `file_path` bounds. (pyiceberg 0.12's `inspect.entries()`
@@ -128,6 +130,11 @@ def _check_delete_files(session: JvmSession, table: str, version: int) -> None:
         keys = [(r["file_path"], r["pos"]) for r in rows]
         assert keys == sorted(keys)
         assert 2147483546 in dict(e["lower"]) and 2147483546 in dict(e["upper"])
+        targets = {r["file_path"] for r in rows}
+        if granularity == "file":  # Iceberg Spark's default: a file per data file
+            assert targets == {e["target"]}
+        else:
+            assert e["target"] == (targets.pop() if len(targets) == 1 else None)
 
 
 def test_whole_partitions_go_without_delete_files(
@@ -143,6 +150,24 @@ def test_whole_partitions_go_without_delete_files(
     expected = [r for r in entry["expected"] if r["cat"] != "a"]
     readers_agree(iceberg_spark, folder, table, expected)
     _verify_clean(folder)
+
+
+def test_partition_granularity_writes_a_file_per_partition(
+    iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
+) -> None:
+    """`write.delete.granularity = partition`: one position delete file per partition."""
+    entry = iceberg_tables["v2_part"]
+    folder, table = _copy(iceberg_spark, entry, "v2_part_granular")
+    iceberg_spark.sql(
+        f"ALTER TABLE {table} SET TBLPROPERTIES ('write.delete.granularity' = 'partition')"
+    )
+    doc = cli_json("delete", folder, "--where", "id % 2 = 0")
+    kept = [c for c in doc["files"] if c["action"] == "dv"]
+    partitions = {Path(c["path"]).parent for c in kept}
+    assert doc["metrics"]["numAddedDeleteFiles"] == len(partitions) < len(kept)
+    _check_delete_files(iceberg_spark, table, 2, "partition")
+    expected = [r for r in entry["expected"] if r["id"] % 2]
+    readers_agree(iceberg_spark, folder, table, expected)
 
 
 def test_equality_deleted_rows_are_not_deleted_twice(

@@ -20,8 +20,8 @@ except compaction: it plans the files the purge would rewrite as purged (no dele
 DV), so the rows a purge drops are not reported again under compaction.
 
 An Iceberg table (found under a prefix, or named) is reported with every step `skipped`:
-dvtool inspects Iceberg tables but does not write them yet (their maintenance arrives with
-Iceberg writes), and skipping is not a failure.
+the loop does not run on Iceberg tables yet (`dvtool optimize` and `dvtool vacuum` do), and
+skipping is not a failure.
 
 One table's failure does not stop the others: the first step that fails ends that table's
 run (its error recorded, the later steps `not-run`). The time budget stops starting new work:
@@ -70,7 +70,8 @@ Clock = Callable[[], float]
 
 # Step statuses: what a step did, or why it did nothing.
 ICEBERG_NOT_MAINTAINED = (
-    "an Iceberg table: dvtool inspects it (dvtool inspect), it does not write Iceberg tables yet"
+    "an Iceberg table: maintain does not run its loop on Iceberg tables yet "
+    "(dvtool optimize --rewrite-deletes / --convert-equality and dvtool vacuum do)"
 )
 DONE, NOTHING, PLANNED, SKIPPED, FAILED, NOT_RUN = (
     "done",

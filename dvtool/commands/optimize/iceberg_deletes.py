@@ -53,6 +53,8 @@ class DeletePlan:
     rows_converted: int = 0
     deletion_vectors: bool = False
     """v3: the new deletes are DVs, which must stay one per data file."""
+    combine: bool = False
+    """v2 REWRITE: one position delete file per partition, whatever the granularity."""
 
     @property
     def empty(self) -> bool:
@@ -66,7 +68,7 @@ def _live_positions(deleted: Deleted, records: int) -> BitMap64:
 
 def plan_rewrite(table: IcebergTable, live: LiveFiles) -> DeletePlan:
     """REWRITE: combine position deletes per partition (v2), or turn them into DVs (v3)."""
-    plan = DeletePlan(deletion_vectors=table.metadata.format_version >= 3)
+    plan = DeletePlan(deletion_vectors=table.metadata.format_version >= 3, combine=True)
     dangling = dangling_deletes(live.deletes, live.index, (d.entry for d in live.data))
     plan.removed |= {
         (d.path, d.content_offset) for d in dangling if d.content is not DeleteContent.EQUALITY
@@ -142,7 +144,10 @@ def write_plan(table: IcebergTable, plan: DeletePlan, written: Written) -> Snaps
     if metadata.format_version >= 3:
         added = write_dvs(written.io, namer, plan.positions, written)
     else:
-        added = write_position_files(written.io, namer, metadata, plan.positions, written)
+        granularity = "partition" if plan.combine else None
+        added = write_position_files(
+            written.io, namer, metadata, plan.positions, written, granularity
+        )
     operation = "delete" if plan.removed_data else "replace"
     return SnapshotChanges(operation, tuple(added), frozenset(plan.removed))
 
