@@ -30,7 +30,8 @@ def agreed_rows(session: JvmSession, source: Path | Table, table: str) -> list[R
     """The table's rows as Iceberg Spark reads them (`table`, its catalog name), which
     every oracle that can read the table's shape reads too; the oracles read `source`, a
     path table's folder (its latest metadata) or a table loaded from its catalog."""
-    shapes = delete_file_shapes(session, table)  # refreshes the table in Spark
+    location = source if isinstance(source, Path) else _folder(source.metadata.location)
+    shapes = delete_file_shapes(session, table, location)  # refreshes the table in Spark
     spark = session.rows(f"SELECT * FROM {table} ORDER BY id")
     metadata = latest_metadata(source) if isinstance(source, Path) else source
     for oracle in oracles.ORACLES:
@@ -41,6 +42,13 @@ def agreed_rows(session: JvmSession, source: Path | Table, table: str) -> list[R
             continue
         assert rows == spark, oracle
     return spark
+
+
+def _folder(location: str) -> Path | str:
+    """A table location as a local folder, or as it is for an object store URI."""
+    if location.startswith(("file:", "/")):
+        return Path(location.removeprefix("file:").removeprefix("//"))
+    return location
 
 
 def relative(folder: Path, location: str) -> str:

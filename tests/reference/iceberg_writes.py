@@ -60,10 +60,11 @@ def cli_json(*args: str | Path, code: int = 0) -> dict[str, Any]:
     return doc
 
 
-def delete_file_shapes(session: JvmSession, table: str, folder: Path) -> dict[str, bool]:
+def delete_file_shapes(session: JvmSession, table: str, folder: Path | str) -> dict[str, bool]:
     """What the table's live delete files are, as Iceberg Spark lists them: equality
     deletes and Parquet position delete files not limited to one data file; a
-    `referenced_data_file` outside the table (a broken copy, see `BUILT_AFRESH`) fails."""
+    `referenced_data_file` outside the table (a broken copy, see `BUILT_AFRESH`) fails.
+    `folder`: the table's folder, or its location as a URI (`s3://...`)."""
     session.sql(f"REFRESH TABLE {table}")
     rows = session.rows(
         f"SELECT content, file_format, referenced_data_file, "
