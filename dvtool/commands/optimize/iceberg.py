@@ -33,7 +33,7 @@ from dvtool.commands.optimize.iceberg_rewrites import (
 from dvtool.commands.result import CommandResult
 from dvtool.errors import UsageError, WriteRefusedError
 from dvtool.iceberg.live_files import live_files
-from dvtool.iceberg.transaction import Prepared, Written, commit_transaction
+from dvtool.iceberg.transaction import Outcome, Prepared, Written, commit_transaction
 
 if TYPE_CHECKING:
     from dvtool.iceberg.tables import IcebergTable
@@ -125,13 +125,7 @@ def run_optimize_iceberg(
             lambda concurrent: validate_delete_rewrite(plan, concurrent),
         )
 
-    outcome = commit_transaction(table, prepare, plans=MAX_PLANS)
-    return replace(
-        outcome.value,
-        snapshot_id=outcome.snapshot_id,
-        attempts=outcome.plans,
-        retries=outcome.retries,
-    )
+    return _committed(commit_transaction(table, prepare, plans=MAX_PLANS))
 
 
 def _result(
@@ -197,13 +191,7 @@ def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> Iceber
             lambda concurrent: validate_rewrite(plan, concurrent),
         )
 
-    outcome = commit_transaction(table, prepare, plans=MAX_PLANS)
-    return replace(
-        outcome.value,
-        snapshot_id=outcome.snapshot_id,
-        attempts=outcome.plans,
-        retries=outcome.retries,
-    )
+    return _committed(commit_transaction(table, prepare, plans=MAX_PLANS))
 
 
 def _rewrite_result(
@@ -226,4 +214,14 @@ def _rewrite_result(
         request.dry_run,
         metrics,
         bins=[b.to_json() for b in plan.bins],
+    )
+
+
+def _committed(outcome: Outcome[IcebergOptimizeResult]) -> IcebergOptimizeResult:
+    """The result with what the transaction did: its snapshot, plans and retries."""
+    return replace(
+        outcome.value,
+        snapshot_id=outcome.snapshot_id,
+        attempts=outcome.plans,
+        retries=outcome.retries,
     )
