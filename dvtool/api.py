@@ -299,10 +299,13 @@ def optimize(
     rewrites in-process. Returns the `OptimizeResult`: `versions` the committed versions,
     `bins` the planned output files, `metrics` Delta's operation metrics.
 
-    Iceberg tables (`catalog` opens one through a pyiceberg catalog): `rewrite_deletes`
-    combines position deletes per partition (v3: into deletion vectors) and
-    `convert_equality` turns equality deletes into position deletes or DVs; one of them is
-    required. Returns the `IcebergOptimizeResult` (`snapshot_id`, `metrics`).
+    Iceberg tables (`catalog` opens one through a pyiceberg catalog): `purge` rewrites every
+    data file that deletes apply to without its deleted rows, keeping its data sequence
+    number, and removes the delete files no other file needs; without it small files are
+    compacted (default target `write.target-file-size-bytes`, else 512 MiB);
+    `rewrite_deletes` combines position deletes per partition (v3: into deletion vectors)
+    and `convert_equality` turns equality deletes into position deletes or DVs (at most one
+    of the three). Returns the `IcebergOptimizeResult` (`snapshot_id`, `metrics`, `bins`).
     """
     from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
     from dvtool.delta.log.reader import DeltaLog
@@ -316,16 +319,21 @@ def optimize(
         chosen = [
             n
             for n, on in (
+                ("purge", purge),
                 ("rewrite-deletes", rewrite_deletes),
                 ("convert-equality", convert_equality),
             )
             if on
         ]
-        if len(chosen) != 1 or purge:
+        if len(chosen) > 1 or where is not None:
             raise UsageError(
-                "on Iceberg tables give one of rewrite_deletes=True or convert_equality=True"
+                "on Iceberg tables give at most one of purge, rewrite_deletes and "
+                "convert_equality (where is not supported)"
             )
-        return run_optimize_iceberg(opened, IcebergOptimizeRequest(chosen[0], dry_run))
+        operation = chosen[0] if chosen else "compact"
+        return run_optimize_iceberg(
+            opened, IcebergOptimizeRequest(operation, dry_run, min_deleted_ratio, target_size)
+        )
     if rewrite_deletes or convert_equality:
         raise UsageError("rewrite_deletes and convert_equality apply to Iceberg tables only")
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)

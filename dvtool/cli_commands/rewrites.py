@@ -100,7 +100,11 @@ def _delete_iceberg(
 
 @click.command()
 @any_table_options
-@click.option("--purge", is_flag=True, help="Rewrite files with DVs without their deleted rows.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Rewrite files with DVs (Iceberg: any deletes) without their deleted rows.",
+)
 @click.option(
     "--rewrite-deletes",
     is_flag=True,
@@ -123,7 +127,7 @@ def _delete_iceberg(
     type=SizeParam(minimum=1),
     metavar="SIZE",
     help="Compaction target file size: bytes, 256MB, 1GiB (default: delta.targetFileSize, "
-    "else 256 MiB).",
+    "else 256 MiB; Iceberg: write.target-file-size-bytes, else 512 MiB).",
 )
 @click.option(
     "--where", "where", metavar="SQL", help="Restrict to partitions (partition columns only)."
@@ -161,7 +165,15 @@ def optimize(
 
     renderer = Renderer(as_json, limit=limit)
     if not isinstance(table, DeltaLog):
-        _optimize_iceberg(table, purge, rewrite_deletes, convert_equality, dry_run, renderer)
+        if where is not None or batch_size is not None:
+            flag = "--where" if where is not None else "--batch-size"
+            raise UsageError(f"{flag} is not supported on Iceberg tables yet")
+        flags = {
+            "purge": purge,
+            "rewrite-deletes": rewrite_deletes,
+            "convert-equality": convert_equality,
+        }
+        _optimize_iceberg(table, flags, min_deleted_ratio, target_size, dry_run, renderer)
         return
     if rewrite_deletes or convert_equality:
         flag = "--rewrite-deletes" if rewrite_deletes else "--convert-equality"
@@ -177,32 +189,28 @@ def optimize(
 
 def _optimize_iceberg(
     table: IcebergTable,
-    purge: bool,
-    rewrite_deletes: bool,
-    convert_equality: bool,
+    flags: dict[str, bool],
+    min_deleted_ratio: float | None,
+    target_size: int | None,
     dry_run: bool,
     renderer: Renderer,
 ) -> None:
+    """`flags`: purge, rewrite-deletes, convert-equality (at most one); none: compaction."""
     from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
 
-    chosen = [
-        name
-        for name, flag in (
-            ("rewrite-deletes", rewrite_deletes),
-            ("convert-equality", convert_equality),
-            ("purge", purge),
-        )
-        if flag
-    ]
-    if len(chosen) != 1 or chosen == ["purge"]:
+    chosen = [name for name, on in flags.items() if on]
+    if len(chosen) > 1:
         raise UsageError(
-            "on Iceberg tables give one of --rewrite-deletes or --convert-equality"
-            if len(chosen) != 1
-            else "--purge of Iceberg tables is not supported yet",
-            hint="dvtool optimize TABLE --rewrite-deletes (or --convert-equality).",
+            "give at most one of --purge, --rewrite-deletes and --convert-equality",
+            hint="Without any of them dvtool optimize compacts small files.",
         )
-    result = run_optimize_iceberg(table, IcebergOptimizeRequest(chosen[0], dry_run))
-    renderer.optimize_iceberg(result)
+    operation = chosen[0] if chosen else "compact"
+    if min_deleted_ratio is not None and operation != "purge":
+        raise UsageError("--min-deleted-ratio applies to --purge only")
+    if target_size is not None and operation != "compact":
+        raise UsageError("--target-size applies to compaction only (no --purge)")
+    request = IcebergOptimizeRequest(operation, dry_run, min_deleted_ratio, target_size)
+    renderer.optimize_iceberg(run_optimize_iceberg(table, request))
 
 
 @click.command()

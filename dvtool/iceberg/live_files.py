@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap64
 
 from dvtool.iceberg.delete_index import AppliedDeletes, DataFileEntry, DeleteFileEntry, DeleteIndex
+from dvtool.iceberg.manifest_writers import read_manifest_list
 from dvtool.iceberg.snapshot_files import (
     data_entry,
     delete_entry,
@@ -58,7 +59,9 @@ def live_files(table: IcebergTable) -> LiveFiles:
     data: list[LiveDataFile] = []
     deletes: list[DeleteFileEntry] = []
     if snapshot is not None:
-        for manifest in snapshot.manifests(table.io):
+        # With the table version's schema: v3 manifests' `first_row_id` (pyiceberg drops it).
+        manifests = read_manifest_list(table.io, snapshot.manifest_list, metadata.format_version)
+        for manifest in manifests:
             for entry in manifest_entries(manifest, table.io, metadata.format_version):
                 if int(entry.data_file.content) == 0:
                     data.append(LiveDataFile(data_entry(entry), entry.data_file))

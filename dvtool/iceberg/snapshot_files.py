@@ -84,7 +84,9 @@ def manifest_entries(
     ) as reader:
         entries = [_inherit_from_manifest(entry, manifest) for entry in reader]
     if format_version >= 3:
-        inherit_first_row_ids(entries, getattr(manifest, "first_row_id", None))
+        from dvtool.iceberg.manifest_writers import manifest_first_row_id
+
+        inherit_first_row_ids(entries, manifest_first_row_id(manifest))
     return [e for e in entries if deleted or e.status != ManifestEntryStatus.DELETED]
 
 

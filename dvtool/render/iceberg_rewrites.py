@@ -1,4 +1,4 @@
-"""How the commands that write an Iceberg table read for a person: delete (later optimize).
+"""How the commands that write an Iceberg table read for a person: delete and optimize.
 
 As `rewrites` does for Delta: one JSON document with `--json`, else lines within the
 output's width, a listing of the plan for a dry run, the totals last.
@@ -6,10 +6,10 @@ output's width, a listing of the plan for a dry run, the totals last.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dvtool.render.plain_console import escape
-from dvtool.render.values import format_metrics
+from dvtool.render.values import format_bytes, format_metrics
 
 if TYPE_CHECKING:
     from dvtool.commands.delete.iceberg import IcebergDeleteResult
@@ -54,7 +54,7 @@ def delete(r: Output, result: IcebergDeleteResult) -> None:
 
 
 def optimize(r: Output, result: IcebergOptimizeResult) -> None:
-    """`dvtool optimize --rewrite-deletes | --convert-equality` on an Iceberg table."""
+    """`dvtool optimize` on an Iceberg table: delete rewrites, purge, compaction."""
     if r.as_json:
         r.json(result.to_json())
         return
@@ -66,4 +66,24 @@ def optimize(r: Output, result: IcebergOptimizeResult) -> None:
         r.say(f"{what}: nothing to do at snapshot {base}")
     else:
         r.say(f"{what}: committed snapshot [bold]{result.snapshot_id}[/]")
+    if result.dry_run and result.bins:
+        _bins(r, result.bins)
     r.say(f"metrics: {escape(format_metrics(result.metrics))}")
+
+
+def _bins(r: Output, bins: list[dict[str, Any]]) -> None:
+    """The planned new files of a purge or compaction: one line per input file."""
+    rows = (
+        (
+            str(number),
+            f"{b['rows']:,}",
+            f"{b['deleted_rows']:,}",
+            format_bytes(b["input_bytes"]),
+            path,
+        )
+        for number, b in enumerate(bins, 1)
+        for path in b["files"]
+    )
+    total = sum(len(b["files"]) for b in bins)
+    header = ("new file", "rows kept", "rows dropped", "input bytes", "input")
+    r.listing("Plan", header, rows, total, "input files")

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.delete.command import MODES, DeleteRequest, FileChange
+from dvtool.commands.delete.iceberg_cow import cow_changes, write_cow
 from dvtool.commands.delete.iceberg_plan import (
     Plan,
     Touched,
@@ -122,14 +123,19 @@ def run_delete_iceberg(
         plan = plan_delete(base, predicate)
         chosen = engine or _engine(plan, engine_for)
         attempt = _scan(plan, storage, chosen, progress)
+        if mode == "cow":
+            attempt.changes = cow_changes(attempt.changes)
         scan_ms = int((time.monotonic() - started) * 1000)
         if request.dry_run or not attempt.touched:
             return Prepared(_result(attempt, mode, request.dry_run, {"scanTimeMs": scan_ms}))
-        changes, metrics = _write(attempt, written)
+        if mode == "cow":
+            cow = write_cow(plan, attempt.touched, written)
+            changes, metrics, validate = cow.changes, cow.metrics, cow.validate
+        else:
+            changes, metrics = _write(attempt, written)
+            validate = lambda c: _validate(attempt, c)  # noqa: E731
         metrics.update(scanTimeMs=scan_ms, executionTimeMs=int((time.monotonic() - started) * 1000))
-        return Prepared(
-            _result(attempt, mode, False, metrics), changes, lambda c: _validate(attempt, c)
-        )
+        return Prepared(_result(attempt, mode, False, metrics), changes, validate)
 
     outcome = commit_transaction(table, prepare, plans=MAX_PLANS)
     return replace(
@@ -166,26 +172,20 @@ def _engine(plan: Plan, engine_for: Callable[[int], Engine] | None) -> Engine:
 
 
 def _choose_mode(table: IcebergTable, requested: str) -> str:
-    """Merge-on-read (`dv`: position deletes on v2, DVs on v3) unless copy-on-write is asked
-    for; refusals name what dvtool cannot do yet."""
+    """Merge-on-read (`dv`: position deletes on v2, DVs on v3) when asked for, or with
+    `auto` when `write.delete.mode` is merge-on-read; else copy-on-write (`cow`,
+    `iceberg_cow`), Iceberg's default."""
     if requested not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {requested!r}")
     version = table.metadata.format_version
     configured = table.metadata.properties.get(DELETE_MODE_PROPERTY, "copy-on-write")
     cow = requested == "cow" or (requested == "auto" and configured != MERGE_ON_READ)
-    if cow:
-        why = "--mode cow" if requested == "cow" else f"{DELETE_MODE_PROPERTY} is {configured}"
-        raise WriteRefusedError(
-            f"copy-on-write deletes of Iceberg tables are not supported yet ({why})",
-            hint="Use --mode dv to write merge-on-read deletes (position deletes on v2 tables, "
-            "deletion vectors on v3).",
-        )
     if version < 2:
         raise WriteRefusedError(
-            "Iceberg v1 tables cannot hold delete files (merge-on-read needs format version 2)",
+            "dvtool writes Iceberg tables of format version 2 and 3; this one is version 1",
             hint="Upgrade the table: ALTER TABLE ... SET TBLPROPERTIES ('format-version'='2').",
         )
-    return "dv"
+    return "cow" if cow else "dv"
 
 
 def _scan(

@@ -1,0 +1,253 @@
+"""Rewriting an Iceberg table's data files: MERGE (`--purge`) and compaction.
+
+The two `dvtool optimize` operations that rewrite data files (Iceberg Spark's
+`rewrite_data_files` is the reference), planned on the current snapshot and committed as one
+`replace` snapshot (Java's `RewriteFiles`) through `dvtool.iceberg.transaction`:
+
+- **MERGE** (`--purge`, the design text's "merge deletes"; Spark's `rewrite_data_files` with
+  `delete-file-threshold=1`): every live data file that deletes apply to (its DV, position
+  deletes, equality deletes), or with `--min-deleted-ratio R` only those whose deleted
+  ratio is at least R, is rewritten 1:1 without its deleted rows, KEEPING its data sequence
+  number (and, v3, its rows' `_row_id`/`_last_updated_sequence_number`). A file whose rows
+  all go is removed without a replacement.
+- **compaction** (plain `optimize`, `iceberg_binpack`): small files of a partition are
+  bin-packed into files of about the target size, committed with the starting snapshot's
+  sequence number (Java's `use-starting-sequence-number`, its default).
+
+In both, the rows a rewritten file's deletes remove are left out, and the delete files that
+apply to no remaining data file are removed in the same snapshot (`unused_deletes`): the
+DVs and file-scoped position deletes of rewritten files, partition position deletes and
+equality deletes all of whose data files were rewritten, and (MERGE) deletes that were
+already dangling.
+
+Validation of concurrent commits (`validate_rewrite`, Java's `BaseRewriteFiles.validate`
+with a data sequence number set):
+
+- a rewritten file removed meanwhile: its replacement would resurrect or duplicate rows;
+- a position delete or DV added meanwhile for a rewritten file: the new file does not carry
+  it, the delete would be lost;
+- an equality delete added meanwhile is fine: it has a higher sequence number than the
+  kept (MERGE) or starting (compaction) sequence number of the new files, so it applies to
+  them as it applied to the files they replace (the design text's P1/P2 case);
+- a delete file this plan removes that was removed meanwhile, or (when it removes equality
+  deletes) a data file added meanwhile with a sequence number such deletes could apply to.
+
+Each conflict makes the command plan again on the new head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyroaring import BitMap64
+
+from dvtool.errors import CommitConflictError
+from dvtool.iceberg.data_file_rewrite import RewriteSource, new_data_location, rewrite_data_files
+from dvtool.iceberg.delete_index import DeleteContent, DeleteFileEntry
+from dvtool.iceberg.deleted_rows import count_below
+from dvtool.iceberg.live_files import Deleted, DeletedBefore, LiveDataFile
+from dvtool.iceberg.row_deletes import EntryKey
+from dvtool.iceberg.snapshot_files import first_row_id
+from dvtool.iceberg.snapshot_producer import AddedFile, SnapshotChanges
+
+if TYPE_CHECKING:
+    from dvtool.iceberg.concurrent_changes import ConcurrentChanges
+    from dvtool.iceberg.live_files import LiveFiles
+    from dvtool.iceberg.tables import IcebergTable
+    from dvtool.iceberg.transaction import Written
+
+
+@dataclass(frozen=True)
+class Input:
+    """A data file a rewrite reads, and the rows its deletes remove."""
+
+    file: LiveDataFile
+    deleted: Deleted
+
+    @property
+    def drop(self) -> BitMap64:
+        """The positions left out of the new file."""
+        return self.deleted.positional | self.deleted.by_equality
+
+    @property
+    def deleted_rows(self) -> int:
+        return count_below(self.drop, self.file.entry.record_count)
+
+    @property
+    def records(self) -> int:
+        return int(self.file.entry.record_count)
+
+
+@dataclass(frozen=True)
+class RewriteBin:
+    """The inputs of one new data file, all of one spec and partition; `sequence_number` the
+    data sequence number the new file keeps (None: the commit's)."""
+
+    inputs: tuple[Input, ...]
+    sequence_number: int | None
+
+    @property
+    def spec_id(self) -> int:
+        return self.inputs[0].file.entry.spec_id
+
+    @property
+    def partition(self) -> Any:
+        return self.inputs[0].file.record.partition
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(i.file.entry.file_size_in_bytes for i in self.inputs)
+
+    @property
+    def remaining_rows(self) -> int:
+        return sum(i.records - i.deleted_rows for i in self.inputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec_id": self.spec_id,
+            "partition": list(self.inputs[0].file.entry.partition),
+            "files": [i.file.path for i in self.inputs],
+            "input_bytes": self.input_bytes,
+            "rows": self.remaining_rows,
+            "deleted_rows": sum(i.deleted_rows for i in self.inputs),
+            "data_sequence_number": self.sequence_number,
+        }
+
+
+@dataclass
+class RewritePlan:
+    """What a MERGE or compaction rewrites, and the delete entries it removes."""
+
+    bins: list[RewriteBin] = field(default_factory=list)
+    removed_deletes: list[DeleteFileEntry] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.bins and not self.removed_deletes
+
+    @property
+    def inputs(self) -> list[Input]:
+        return [i for b in self.bins for i in b.inputs]
+
+    def removed(self) -> set[EntryKey]:
+        """Every manifest entry the snapshot removes."""
+        keys: set[EntryKey] = {(i.file.path, None) for i in self.inputs}
+        return keys | {(d.path, d.content_offset) for d in self.removed_deletes}
+
+
+# -- MERGE ----------------------------------------------------------------------------------
+
+
+def plan_purge(
+    table: IcebergTable, live: LiveFiles, min_deleted_ratio: float | None
+) -> RewritePlan:
+    """MERGE: one bin per data file with deletes (deleted ratio >= `min_deleted_ratio`),
+    keeping the file's data sequence number."""
+    with_deletes = [f for f in live.data if live.index.for_data_file(f.entry).files()]
+    plan = RewritePlan()
+    loaded = DeletedBefore(table.io, live.index).load(with_deletes)
+    for f, deleted in zip(with_deletes, loaded, strict=True):
+        source = Input(f, deleted)
+        if min_deleted_ratio is not None and not _ratio_reached(source, min_deleted_ratio):
+            continue
+        plan.bins.append(RewriteBin((source,), f.entry.data_sequence_number))
+    plan.removed_deletes = unused_deletes(live, plan.inputs, dangling=True)
+    return plan
+
+
+def _ratio_reached(source: Input, ratio: float) -> bool:
+    if source.records <= 0:
+        return True
+    return source.deleted_rows / source.records >= ratio
+
+
+# -- shared ---------------------------------------------------------------------------------
+
+
+def unused_deletes(live: LiveFiles, inputs: Sequence[Input], *, dangling: bool) -> list[Any]:
+    """The delete files that apply to no data file the rewrite keeps: every data file they
+    apply to is rewritten (the new files hold none of the rows they delete; with a kept
+    sequence number an equality delete still "applies" to the new file, deleting nothing).
+    `dangling`: also those that already applied to no live data file."""
+    rewritten = {i.file.path for i in inputs}
+    used: set[EntryKey] = set()
+    touched: set[EntryKey] = set()
+    for f in live.data:
+        keys = {(d.path, d.content_offset) for d in live.index.for_data_file(f.entry).files()}
+        (touched if f.path in rewritten else used).update(keys)
+    return [
+        d
+        for d in live.deletes
+        if (key := (d.path, d.content_offset)) not in used and (dangling or key in touched)
+    ]
+
+
+def write_rewrites(
+    table: IcebergTable, plan: RewritePlan, written: Written, operation: str = "replace"
+) -> SnapshotChanges:
+    """Write a new data file per bin (none when no row remains); the snapshot's changes."""
+    metadata = table.metadata
+    added: list[AddedFile] = []
+    for rewrite in (b for b in plan.bins if b.remaining_rows):
+        location = new_data_location(metadata, spec_id=rewrite.spec_id, partition=rewrite.partition)
+        written.add([location])
+        sources = [_source(i, metadata.format_version) for i in rewrite.inputs]
+        data_file = rewrite_data_files(
+            written.io,
+            metadata,
+            sources,
+            location,
+            spec_id=rewrite.spec_id,
+            partition=rewrite.partition,
+        )
+        if data_file is not None:
+            added.append(AddedFile(data_file, rewrite.sequence_number))
+    return SnapshotChanges(operation, tuple(added), frozenset(plan.removed()))
+
+
+def _source(source: Input, format_version: int) -> RewriteSource:
+    entry = source.file.entry
+    row_id = first_row_id(source.file.record) if format_version >= 3 else None
+    return RewriteSource(source.file.record, source.drop, entry.data_sequence_number, row_id)
+
+
+def added_bytes(changes: SnapshotChanges) -> int:
+    return sum(int(a.data_file.file_size_in_bytes) for a in changes.added)
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def validate_rewrite(plan: RewritePlan, changes: ConcurrentChanges) -> None:
+    """CommitConflictError when what landed meanwhile invalidates the plan (module docstring)."""
+    inputs = {i.file.path for i in plan.inputs}
+    if inputs & changes.removed_data_paths():
+        raise CommitConflictError(
+            "a data file this rewrite replaces was removed by a concurrent commit"
+        )
+    removed = {(d.path, d.content_offset) for d in plan.removed_deletes}
+    if removed & {(d.path, d.content_offset) for d in changes.removed_deletes}:
+        raise CommitConflictError("a delete file this rewrite removes was removed concurrently")
+    if any(positions_may_apply(d, inputs) for d in changes.added_deletes):
+        raise CommitConflictError(
+            "a concurrent commit added deletes to a data file this rewrite replaces"
+        )
+    equality = [d for d in plan.removed_deletes if d.content is DeleteContent.EQUALITY]
+    newest = max((d.data_sequence_number for d in equality), default=None)
+    if newest is not None and any(d.data_sequence_number < newest for d in changes.added_data):
+        raise CommitConflictError(
+            "a concurrent commit added data files that equality deletes this rewrite "
+            "removes could apply to"
+        )
+
+
+def positions_may_apply(delete: DeleteFileEntry, paths: Iterable[str]) -> bool:
+    """Whether a position delete file or DV may delete rows of one of `paths`."""
+    if delete.content is DeleteContent.EQUALITY:
+        return False
+    target = delete.target()
+    if target is not None:
+        return target in set(paths)
+    return any(delete.may_reference(p) for p in paths)
