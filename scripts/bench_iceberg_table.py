@@ -78,8 +78,11 @@ class BenchCatalog:
         }
 
     def env(self) -> dict[str, str]:
-        """This environment with PYICEBERG_CATALOG__BENCH__*: `--catalog bench` loads it."""
-        env = dict(os.environ)
+        """This environment with PYICEBERG_CATALOG__BENCH__* (`--catalog bench` loads it) and
+        bytecode caches on, under .bench/pycache (as bench_purge.py runs its children: as an
+        installed package; with PYTHONDONTWRITEBYTECODE set every process compiles dvtool)."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(ROOT / ".bench" / "pycache")
         for key, value in self.properties().items():
             env[f"PYICEBERG_CATALOG__{CATALOG.upper()}__{key.upper()}"] = value
         return env
