@@ -61,6 +61,7 @@ from dvtool.iceberg.data_file_rewrite import (
     new_data_location,
     rewrite_data_files,
 )
+from dvtool.iceberg.parquet_output import DICTIONARY_LIMIT, ParquetSettings
 from tests.iceberg.rewrite_files import field_ids, read_file, sql_catalog, values
 
 
@@ -299,6 +300,33 @@ def test_row_groups_follow_the_row_group_size(catalog: SqlCatalog, tmp_path: Pat
     )
     assert written.split_offsets is not None and len(written.split_offsets) == footer.num_row_groups
     assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
+
+
+@pytest.mark.filterwarnings("ignore:Parquet writer option:UserWarning")  # pyiceberg's append
+@pytest.mark.parametrize("limit", [None, 1024])
+def test_dictionary_pages_follow_dict_size_bytes_else_pyarrows_default(
+    catalog: SqlCatalog, tmp_path: Path, limit: int | None
+) -> None:
+    """`write.parquet.dict-size-bytes` bounds the dictionary page; unset, pyarrow's 1 MiB
+    (parquet_output.DICTIONARY_LIMIT, not Java's 2 MiB) holds the whole dictionary of
+    ROWS distinct ids. Uncompressed, so the page's bytes are the dictionary's."""
+    properties = {"write.parquet.compression-codec": "uncompressed"}
+    if limit is not None:
+        properties["write.parquet.dict-size-bytes"] = str(limit)
+    table = catalog.create_table("ns.t", ROWS_SCHEMA, properties=properties)
+    table.append(_rows(0, ROWS))
+    sources = _sources(table, {0: [3]})
+    written = _rewrite(table, sources, tmp_path / "out.parquet")
+    assert values(read_file(table.metadata, table, written)) == values(_expected(table, sources))
+    assert ParquetSettings.of(properties).dictionary_size == (limit or DICTIONARY_LIMIT)
+    assert DICTIONARY_LIMIT == 1024 * 1024
+    ids = pq.ParquetFile(tmp_path / "out.parquet").metadata.row_group(0).column(0)
+    dictionary_bytes = ids.data_page_offset - ids.dictionary_page_offset
+    if limit is None:
+        assert dictionary_bytes >= 8 * (ROWS - 1)  # every id in the dictionary
+    else:
+        # pyarrow checks the limit once per write batch (1,024 values): one batch past it
+        assert dictionary_bytes <= limit + 8 * 1024 < 8 * (ROWS - 1)
 
 
 def test_footer_and_manifest_row_counts_must_agree(catalog: SqlCatalog, tmp_path: Path) -> None:
