@@ -5,8 +5,10 @@ sessions and fixture tables as tests/reference, never a second copy).
 Every test under tests/reference/, and every test elsewhere that uses an engine's fixture,
 is marked `reference_engines` and put in an xdist group by the engine it uses:
 `reference-delta:spark-written` (Delta Spark with the `spark_written` tables, built once),
-`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story), or
-`reference-iceberg-paimon` (their fixture tables are built once per worker), so with
+`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story),
+`reference-iceberg-paimon`, or for the tests of dvtool's Iceberg writes
+`reference-iceberg-writes` and `reference-iceberg-faults` (`ICEBERG_WRITE_GROUPS`; their
+fixture tables are built once per worker), so with
 `pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
 suite, and each engine's JVM starts at most once per worker (about 6 s with the jars cached;
 the first run on a machine fetches them). The sessions are started on first use and
@@ -37,6 +39,19 @@ from tests.reference import paimon_tables as paimon_tables_module
 from tests.s3_server import S3Server
 
 HERE = Path(__file__).resolve().parent
+# The tests of dvtool's Iceberg writes, in groups of their own beside
+# `reference-iceberg-paimon` (the read side, the commit layers, Paimon), so the Iceberg work
+# spreads over the workers (each group's worker builds the fixture tables once).
+ICEBERG_WRITE_GROUPS = {
+    "test_iceberg_delete.py": "reference-iceberg-writes",
+    "test_iceberg_optimize_deletes.py": "reference-iceberg-writes",
+    "test_iceberg_concurrency.py": "reference-iceberg-writes",
+    "test_iceberg_rewrites.py": "reference-iceberg-writes",
+    "test_iceberg_faults.py": "reference-iceberg-faults",
+    "test_iceberg_catalog_faults.py": "reference-iceberg-faults",
+    "test_iceberg_races.py": "reference-iceberg-faults",
+    "test_iceberg_write_catalogs.py": "reference-iceberg-faults",
+}
 
 
 DELTA_FIXTURES = {"delta_spark", "spark_written"}
@@ -59,7 +74,10 @@ def _group(item: pytest.Item) -> str | None:
         return "reference-delta:spark-written"
     if names & DELTA_FIXTURES:  # self-contained (a story builds its own table): spread
         return f"reference-delta:{item.nodeid}"
-    if names & ICEBERG_PAIMON_FIXTURES or HERE in Path(str(item.path)).resolve().parents:
+    path = Path(str(item.path)).resolve()
+    if path.parent == HERE and path.name in ICEBERG_WRITE_GROUPS:
+        return ICEBERG_WRITE_GROUPS[path.name]
+    if names & ICEBERG_PAIMON_FIXTURES or HERE in path.parents:
         return "reference-iceberg-paimon"
     return None
 
