@@ -19,4 +19,7 @@ echo "== mypy"
 echo "== reference engines (jars fetched once into ~/.cache/dvtool-tests/jvm)"
 "$venv/bin/python" -m tests.engines.jvm_engines fetch
 echo "== pytest"
-"$venv/bin/python" -m pytest -q -n 2 --dist loadgroup "$@"
+# --max-worker-restart=0: a crashed worker ends the run with the test it crashed on; replacing
+# it can deadlock --dist loadgroup at the end of the run (pytest-xdist#1378), holding CI to its
+# time limit with nothing reported.
+"$venv/bin/python" -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 "$@"
