@@ -4,11 +4,11 @@ Layers, lowest first: pure format protocol (no IO) -> storage -> log/metadata ac
 engines -> commands (library functions returning results) -> render -> CLI and API.
 
 - Pure modules (`PURE`: Delta's protocol `dvtool.delta.protocol`, the shared DV codecs
-  `dvtool.deletion_vectors`, `dvtool.arrays`, Iceberg's pure rules and names): stdlib (minus
-  IO modules), pyarrow as a data structure (not its IO modules), numpy, pyroaring, other
-  pure modules and dvtool.errors only. No `open()`.
-- Format packages (`FORMATS`: dvtool.delta, dvtool.iceberg) never import another format
-  package, nor the commands, the CLI or the renderers.
+  `dvtool.deletion_vectors`, `dvtool.arrays`, Iceberg's pure rules and names, Paimon's
+  `dvtool.paimon.protocol`): stdlib (minus IO modules), pyarrow as a data structure (not
+  its IO modules), numpy, pyroaring, other pure modules and dvtool.errors only. No `open()`.
+- Format packages (`FORMATS`: dvtool.delta, dvtool.iceberg, dvtool.paimon) never import
+  another format package, nor the commands, the CLI or the renderers.
 - Command modules (dvtool.commands) never import click or rich: they return result objects.
 - The layers under the commands (the format packages, dvtool.storage, dvtool.data_files,
   dvtool.engines, dvtool.predicate, dvtool.deletion_vectors, dvtool.arrays) never import the
@@ -61,8 +61,9 @@ PURE = (
     "storage.schemes",
     "iceberg.delete_index",
     "iceberg.metadata_files",
+    "paimon.protocol",
 )
-FORMATS = ("delta", "iceberg")
+FORMATS = ("delta", "iceberg", "paimon")
 SHARED = ("storage", "data_files", "engines", "predicate", "deletion_vectors", "arrays")
 # Shared modules that still import Delta (see the docstring); may only shrink.
 SHARED_ON_DELTA = {

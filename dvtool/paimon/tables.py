@@ -1,0 +1,134 @@
+"""A Paimon table opened by its folder: its snapshots and schemas, read through dvtool's
+storage layer (local disk and object stores, the same `--storage-option` keys as Delta).
+
+The folder holds `schema/schema-N` from the table's creation on and `snapshot/snapshot-N`
+from its first commit (`dvtool.paimon.protocol`); `is_paimon_table` is how
+`dvtool.table` recognizes one (a `schema-N` file in `schema/`: a table without commits is
+still a table). Snapshots are found by listing `snapshot/` once; each file is read when
+asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from dvtool.errors import LogError, TableNotFoundError
+from dvtool.paimon.protocol.schema import SCHEMA_PREFIX, TableSchema, schema_id_of
+from dvtool.paimon.protocol.snapshots import (
+    SNAPSHOT_DIR,
+    Snapshot,
+    select_snapshot_id,
+    snapshot_ids,
+    snapshot_name,
+)
+from dvtool.storage.table_storage import Storage
+
+_T = TypeVar("_T")
+SCHEMA_DIR = "schema"
+MANIFEST_DIR = "manifest"
+
+
+def is_paimon_table(storage: Storage, relative: str = "") -> bool:
+    """Whether the folder at `relative` under `storage`'s root holds a Paimon table."""
+    folder = f"{relative}/{SCHEMA_DIR}" if relative else SCHEMA_DIR
+    return any(schema_id_of(i.name) is not None for i in storage.list_dir(storage.join(folder)))
+
+
+@dataclass
+class PaimonTable:
+    """A Paimon table's folder, its snapshot ids (listed once) and the files read so far."""
+
+    storage: Storage
+    _ids: list[int] | None = None
+    _snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    _schemas: dict[int, TableSchema] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return self.storage.root
+
+    @property
+    def name(self) -> str:
+        """The folder's name (Paimon's catalogs name it after the table)."""
+        return self.location.rstrip("/").rpartition("/")[2]
+
+    def location_of(self, path: str) -> str:
+        """Where a path a manifest holds lives: relative to the table, or absolute (an
+        external path)."""
+        if "://" in path:
+            return path.removeprefix("file://") if path.startswith("file:///") else path
+        if path.startswith("file:/"):
+            return path.removeprefix("file:")
+        if path.startswith("/"):
+            return path
+        return self.storage.join(path)
+
+    def snapshot_ids(self) -> list[int]:
+        """The ids of the snapshots the table keeps, ascending."""
+        if self._ids is None:
+            listing = self.storage.list_dir(self.storage.join(SNAPSHOT_DIR))
+            self._ids = snapshot_ids(i.name for i in listing)
+        return self._ids
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """The snapshot with this id; LogError when its file is not one."""
+        found = self._snapshots.get(snapshot_id)
+        if found is None:
+            path = self.storage.join(f"{SNAPSHOT_DIR}/{snapshot_name(snapshot_id)}")
+            found = _parsed(path, lambda: Snapshot.from_json(self.storage.read(path)))
+            self._snapshots[snapshot_id] = found
+        return found
+
+    def schema(self, schema_id: int) -> TableSchema:
+        """The schema with this id; LogError when its file is not one."""
+        found = self._schemas.get(schema_id)
+        if found is None:
+            path = self.storage.join(f"{SCHEMA_DIR}/{SCHEMA_PREFIX}{schema_id}")
+            found = _parsed(path, lambda: TableSchema.from_json(self.storage.read(path)))
+            self._schemas[schema_id] = found
+        return found
+
+    def latest_schema(self) -> TableSchema:
+        """The newest schema (the one new writes use); TableNotFoundError without any."""
+        listing = self.storage.list_dir(self.storage.join(SCHEMA_DIR))
+        ids = [i for info in listing if (i := schema_id_of(info.name)) is not None]
+        if not ids:
+            raise TableNotFoundError(f"no Paimon schema file in {self.storage.join(SCHEMA_DIR)}")
+        return self.schema(max(ids))
+
+    def select(
+        self, snapshot_id: int | None = None, timestamp_ms: int | None = None
+    ) -> Snapshot | None:
+        """The snapshot to read: the latest (None without commits), by id, or the newest
+        committed at or before `timestamp_ms`."""
+        ids = self.snapshot_ids()
+        times = None
+        if timestamp_ms is not None and snapshot_id is None:
+            times = {i: self.snapshot(i).time_millis for i in ids}
+        chosen = select_snapshot_id(ids, times, snapshot_id, timestamp_ms)
+        return None if chosen is None else self.snapshot(chosen)
+
+    def history(self, limit: int | None = None) -> list[Snapshot]:
+        """The newest `limit` snapshots (all when None), newest first."""
+        ids = self.snapshot_ids()[::-1]
+        return [self.snapshot(i) for i in (ids if limit is None else ids[:limit])]
+
+    def manifest_path(self, name: str) -> str:
+        return self.storage.join(f"{MANIFEST_DIR}/{name}")
+
+
+def open_paimon(storage: Storage) -> PaimonTable:
+    """The Paimon table at `storage`'s root; TableNotFoundError when none is there."""
+    if not is_paimon_table(storage):
+        raise TableNotFoundError(f"no Paimon table at {storage.root}: no schema/schema-N file")
+    return PaimonTable(storage)
+
+
+def _parsed(path: str, parse: Callable[[], _T]) -> _T:
+    """`parse()`, its LogError naming the file."""
+    try:
+        return parse()
+    except LogError as e:
+        raise LogError(f"{e.message}: {path}") from None
