@@ -1,7 +1,7 @@
 """Options and parameter types the `dvtool` subcommands share.
 
 `table_options` opens the table (TABLE plus `--storage-option`), `any_tables_options` and
-`open_any_table` a Delta or Iceberg one (plus `--catalog`, or every one under prefixes with
+`open_any_table` a Delta, Iceberg or Paimon one (plus `--catalog`, or every one under prefixes with
 `--recursive`), `engine_options` turns
 `--engine` and the Spark options into an engine factory, `TimestampParam` and `SizeParam`
 convert ISO timestamps and byte sizes; `json_option` and `limit_option` are the output flags.
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.engines.base import Engine
     from dvtool.iceberg.tables import IcebergTable
+    from dvtool.paimon.tables import PaimonTable
 
 EngineFactory = Callable[[int], "Engine"]
 
@@ -202,10 +203,11 @@ def any_tables_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def open_any_table(
     targets: Sequence[str], storage_options: dict[str, str], catalog: str | None
-) -> DeltaLog | IcebergTable:
-    """The one TABLE of `any_tables_options` opened in its format (`dvtool.table.open_table`:
-    detected without importing Iceberg's libraries); UsageError for more than one."""
-    from dvtool.table import open_table
+) -> DeltaLog | IcebergTable | PaimonTable:
+    """The one TABLE of `any_tables_options` opened in its format, Paimon too
+    (`dvtool.table.open_readable_table`: detected without importing Iceberg's or Paimon's
+    libraries); UsageError for more than one."""
+    from dvtool.table import open_readable_table
 
     if len(targets) != 1:
         raise UsageError(
@@ -213,7 +215,7 @@ def open_any_table(
             hint="Add -r (--recursive) to inspect every table under each argument.",
         )
     click.get_current_context().meta[TABLE_META] = targets[0]
-    return open_table(targets[0], storage_options, catalog)
+    return open_readable_table(targets[0], storage_options, catalog)
 
 
 def engine_options(fn: Callable[..., Any]) -> Callable[..., Any]:

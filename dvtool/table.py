@@ -1,33 +1,47 @@
-"""Which table format a location holds: Delta (`_delta_log/`) or Iceberg (`metadata/`).
+"""Which table format a location holds: Delta (`_delta_log/`), Iceberg (`metadata/`) or
+Paimon (`schema/schema-N`).
 
-Detection is cheap and imports nothing of Iceberg (no pyiceberg, no pyarrow), so that a
-Delta command starts as fast as before it could open Iceberg tables
+Detection is cheap and imports nothing of Iceberg or Paimon (no pyiceberg, no pyarrow), so
+that a Delta command starts as fast as before it could open other formats
 (scripts/bench_startup.py, tests/test_import_budget.py): a location that names a
 `*.metadata.json` is Iceberg without any IO; otherwise one stat of `_delta_log/` decides
-for Delta, and only when it is absent is `metadata/` listed. A location that is neither
-is not found (exit 5): a directory holding neither, or Delta's not-found error, which says
-why (a file, no such directory), with a hint naming both formats.
+for Delta, and only when it is absent is `metadata/` listed, then `schema/` (a Paimon
+table has `schema/schema-0` from its creation on, `snapshot/` only from its first commit).
+A location that is none of them is not found (exit 5): a directory holding neither, or
+Delta's not-found error, which says why (a file, no such directory), with a hint naming
+the formats.
+
+`open_table` opens Delta and Iceberg tables, the formats every command handles; a Paimon
+table there is a usage error naming what dvtool does with Paimon tables (`inspect`), which
+opens it with `open_readable_table`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from dvtool.errors import TableNotFoundError
+from dvtool.errors import TableNotFoundError, UsageError
 from dvtool.storage.table_storage import Storage
 
 if TYPE_CHECKING:
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.iceberg.tables import IcebergTable
+    from dvtool.paimon.tables import PaimonTable
 
-Format = Literal["delta", "iceberg"]
+Format = Literal["delta", "iceberg", "paimon"]
 
 DELTA_LOG = "_delta_log"
 ICEBERG_METADATA = "metadata"
+PAIMON_SCHEMA = "schema"
 METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz")
 NOT_FOUND_HINT = (
     "Check the table path: a Delta table's directory (holding _delta_log), an Iceberg "
-    "table's (holding metadata/) or its *.metadata.json, or give --catalog NAME."
+    "table's (holding metadata/) or its *.metadata.json, a Paimon table's (holding "
+    "schema/ and snapshot/), or give --catalog NAME."
+)
+PAIMON_COMMANDS_HINT = (
+    "dvtool reads Paimon tables with `dvtool inspect` (--files, --history, --verify, "
+    "--check); compaction, snapshot expiry and orphan cleanup are Paimon's own procedures."
 )
 
 
@@ -61,7 +75,16 @@ def format_of_dir(storage: Storage, relative: str) -> Format | None:
     listing = storage.list_dir(join(ICEBERG_METADATA))
     if any(is_metadata_file(info.name) for info in listing):
         return "iceberg"
+    if any(_is_schema_file(info.name) for info in storage.list_dir(join(PAIMON_SCHEMA))):
+        return "paimon"
     return None
+
+
+def _is_schema_file(name: str) -> bool:
+    """A Paimon schema file name, `schema-N` (as `dvtool.paimon.protocol.schema`, kept
+    here so that detection imports nothing of Paimon)."""
+    prefix, _, number = name.partition("-")
+    return prefix == PAIMON_SCHEMA and number.isdigit()
 
 
 def _raise_not_found(storage: Storage) -> None:
@@ -72,8 +95,9 @@ def _raise_not_found(storage: Storage) -> None:
 
     if storage.is_dir(storage.root):
         raise TableNotFoundError(
-            f"no Delta or Iceberg table at {storage.root}: it holds neither {DELTA_LOG}/ nor "
-            f"{ICEBERG_METADATA}/ with a *.metadata.json",
+            f"no Delta, Iceberg or Paimon table at {storage.root}: it holds neither "
+            f"{DELTA_LOG}/, nor {ICEBERG_METADATA}/ with a *.metadata.json, nor "
+            f"{PAIMON_SCHEMA}/ with a schema-N file",
             hint=NOT_FOUND_HINT,
         )
     try:
@@ -81,7 +105,9 @@ def _raise_not_found(storage: Storage) -> None:
     except TableNotFoundError as e:
         raise TableNotFoundError(e.message, hint=NOT_FOUND_HINT) from None
     # `_delta_log` appeared between the stat and the listing: still no table we can name.
-    raise TableNotFoundError(f"no Delta or Iceberg table at {storage.root}", hint=NOT_FOUND_HINT)
+    raise TableNotFoundError(
+        f"no Delta, Iceberg or Paimon table at {storage.root}", hint=NOT_FOUND_HINT
+    )
 
 
 def detect_format(location: str, storage_options: dict[str, str] | None = None) -> Format:
@@ -94,13 +120,39 @@ def open_table(
     location: str, storage_options: dict[str, str] | None = None, catalog: str | None = None
 ) -> DeltaLog | IcebergTable:
     """The table at `location` in its format: a Delta log, or an opened Iceberg table
-    (with `catalog`, `location` is the catalog's `namespace.table`)."""
+    (with `catalog`, `location` is the catalog's `namespace.table`); a Paimon table is a
+    UsageError (`open_readable_table` opens it)."""
     if catalog is not None:
         from dvtool.iceberg.tables import open_iceberg
 
         return open_iceberg(location, storage_options, catalog)
     storage = Storage.for_table(location, storage_options)
-    if format_at(storage) == "iceberg":
+    found = format_at(storage)
+    if found == "paimon":
+        raise UsageError(
+            f"{location} is a Paimon table, which this command does not handle",
+            hint=PAIMON_COMMANDS_HINT,
+        )
+    return _open(storage, found)
+
+
+def open_readable_table(
+    location: str, storage_options: dict[str, str] | None = None, catalog: str | None = None
+) -> DeltaLog | IcebergTable | PaimonTable:
+    """The table at `location` in its format, a Paimon table too (what `inspect` reads)."""
+    if catalog is not None:
+        return open_table(location, storage_options, catalog)
+    storage = Storage.for_table(location, storage_options)
+    found = format_at(storage)
+    if found == "paimon":
+        from dvtool.paimon.tables import PaimonTable
+
+        return PaimonTable(storage)
+    return _open(storage, found)
+
+
+def _open(storage: Storage, found: Format) -> DeltaLog | IcebergTable:
+    if found == "iceberg":
         from dvtool.iceberg.tables import open_at
 
         return open_at(storage)

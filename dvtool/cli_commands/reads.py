@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dvtool.commands.inspect.command import InspectRequest
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.iceberg.tables import IcebergTable
+    from dvtool.paimon.tables import PaimonTable
     from dvtool.render.renderer import Renderer
 
 
@@ -34,12 +35,12 @@ if TYPE_CHECKING:
     "--version",
     "version",
     type=click.IntRange(min=0),
-    help="Read this version (Iceberg: this snapshot id).",
+    help="Read this version (Iceberg, Paimon: this snapshot id).",
 )
 @click.option(
     "--timestamp",
     type=TimestampParam(),
-    help="Read the version as of this time (Iceberg: the snapshot current then).",
+    help="Read the version as of this time (Iceberg, Paimon: the snapshot current then).",
 )
 @click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
 @click.option(
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
     "256 MiB), max-log-files (commits a reader replays after the newest checkpoint; a "
     "checkpoint resets it). min-avg-file-size=SIZE (256MB, 1GiB) holds when the average "
     "file size is at least SIZE. Iceberg tables also: max-delete-files-per-data-file, "
-    "max-equality-delete-files, max-dangling-deletes.",
+    "max-equality-delete-files, max-dangling-deletes. Paimon tables also: max-level0-files "
+    "(level-0 files deletion-vector readers do not read until Paimon compacts).",
 )
 @click.option(
     "--count-rows",
@@ -92,7 +94,7 @@ def inspect(
     as_json: bool,
     limit: int | None,
 ) -> None:
-    """Show a table (Delta or Iceberg), its files, its deletes and their health; with
+    """Show a table (Delta, Iceberg or Paimon), its files, its deletes and their health; with
     --recursive, every table under prefixes, one row each (for CI over a whole lake).
 
     Exit code: 3 when a --check gate fails, 6 when --verify finds problems; with
@@ -103,6 +105,7 @@ def inspect(
 
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.paimon.tables import PaimonTable
     from dvtool.render.renderer import Renderer
 
     request = InspectRequest(
@@ -119,6 +122,9 @@ def inspect(
         _inspect_tables(targets, request, checks, storage_options, catalog, renderer)
         return
     table = open_any_table(targets, storage_options, catalog)
+    if isinstance(table, PaimonTable):
+        _inspect_paimon(table, request, checks, renderer)
+        return
     if not isinstance(table, DeltaLog):
         _inspect_iceberg(table, request, checks, renderer)
         return
@@ -141,6 +147,21 @@ def _inspect_iceberg(
     with renderer.progress("verifying") as progress:
         result = run_inspect_iceberg(table, request, progress)
     renderer.inspect_iceberg(result)
+    click.get_current_context().exit(result.exit_code)
+
+
+def _inspect_paimon(
+    table: PaimonTable, request: InspectRequest, checks: Sequence[str], renderer: Renderer
+) -> None:
+    import dataclasses
+
+    from dvtool.commands.inspect.paimon import run_inspect_paimon
+    from dvtool.commands.inspect.paimon_checks import parse_paimon_check
+
+    request = dataclasses.replace(request, checks=tuple(map(parse_paimon_check, checks)))
+    with renderer.progress("verifying") as progress:
+        result = run_inspect_paimon(table, request, progress)
+    renderer.inspect_paimon(result)
     click.get_current_context().exit(result.exit_code)
 
 
@@ -199,8 +220,9 @@ def _complete_checks(incomplete: str) -> list[CompletionItem]:
 
     from dvtool.commands.inspect.checks import CHECK_NAMES
     from dvtool.commands.inspect.iceberg_checks import ICEBERG_ONLY_CHECK_NAMES
+    from dvtool.commands.inspect.paimon_checks import PAIMON_ONLY_CHECK_NAMES
 
-    names = sorted({*CHECK_NAMES, *ICEBERG_ONLY_CHECK_NAMES})
+    names = sorted({*CHECK_NAMES, *ICEBERG_ONLY_CHECK_NAMES, *PAIMON_ONLY_CHECK_NAMES})
     return [CompletionItem(f"{name}=") for name in names if name.startswith(incomplete)]
 
 

@@ -68,8 +68,8 @@ def summary_blocks(s: IcebergSummary) -> list[str | BoxTable]:
     blocks += [_counts(s), _deletes(s)]
     blocks += [f"[yellow]warning:[/] {escape(w)}" for w in s.warnings]
     if s.properties:
-        blocks.append(_properties(s.properties))
-    blocks.append(_schema(s.schema))
+        blocks.append(properties_table(s.properties))
+    blocks.append(schema_table(s.schema))
     blocks.append(histogram_table(s.deleted_ratio_histogram))
     return blocks
 
@@ -115,7 +115,7 @@ def _deletes(s: IcebergSummary) -> BoxTable:
     return t
 
 
-def _properties(properties: dict[str, str]) -> BoxTable:
+def properties_table(properties: dict[str, str]) -> BoxTable:
     columns = [Column("property"), Column("value", overflow="fold")]
     t = BoxTable("Table properties", columns, show_header=False)
     for key in sorted(properties):
@@ -123,7 +123,7 @@ def _properties(properties: dict[str, str]) -> BoxTable:
     return t
 
 
-def _schema(schema: Sequence[dict[str, Any]]) -> BoxTable:
+def schema_table(schema: Sequence[dict[str, Any]]) -> BoxTable:
     t = BoxTable("Schema", [Column("column"), Column("type"), Column("nullable"), Column("id")])
     for f in schema:
         nullable = "yes" if f["nullable"] else "no"

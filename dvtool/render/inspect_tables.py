@@ -84,6 +84,7 @@ def summary_table(
 def _figures(table: TableInspection) -> list[str]:
     """version, files, rows, deleted, with deletes, small, delete files, gates, status."""
     from dvtool.commands.inspect.iceberg_summary import IcebergSummary
+    from dvtool.commands.inspect.paimon_summary import PaimonSummary
 
     s = table.summary
     gates, status = _gates(table.checks), _status(table)
@@ -94,6 +95,9 @@ def _figures(table: TableInspection) -> list[str]:
     if isinstance(s, IcebergSummary):
         version = "-" if s.snapshot_id is None else str(s.snapshot_id)
         delete_files = f"{sum(s.delete_files.values()):,}"
+    elif isinstance(s, PaimonSummary):
+        version = "-" if s.snapshot_id is None else str(s.snapshot_id)
+        delete_files = f"{s.deletion_files:,}"
     else:
         version, delete_files = str(s.version), "-"
     return [
@@ -143,13 +147,15 @@ def _detail_lines(table: TableInspection) -> list[str]:
 
 
 def _warnings(table: TableInspection) -> list[str]:
-    """What the summary warns of: damaged checkpoints (Delta), unreadable Puffin footers."""
+    """What the summary warns of: damaged checkpoints (Delta), unreadable Puffin footers
+    (Iceberg); a Paimon summary has no warnings."""
+    from dvtool.commands.inspect.iceberg_summary import IcebergSummary
     from dvtool.commands.inspect.summary import TableSummary
 
     s = table.summary
-    if s is None:
-        return []
-    return s.log_warnings if isinstance(s, TableSummary) else s.warnings
+    if isinstance(s, TableSummary):
+        return s.log_warnings
+    return s.warnings if isinstance(s, IcebergSummary) else []
 
 
 def _print_error(out: Output, table: TableInspection, shown: Callable[[str], str]) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
+    from dvtool.commands.inspect.paimon import PaimonInspectResult
     from dvtool.commands.inspect.tables import InspectTablesResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
@@ -59,6 +60,11 @@ class Renderer(Output):
 
     def inspect_iceberg(self, result: IcebergInspectResult) -> None:
         from dvtool.render import inspect_iceberg as view
+
+        view.show(self, result)
+
+    def inspect_paimon(self, result: PaimonInspectResult) -> None:
+        from dvtool.render import inspect_paimon as view
 
         view.show(self, result)
 

@@ -1,17 +1,19 @@
 """`dvtool inspect PREFIX... --recursive`: the health of every table under prefixes, for CI.
 
-Every table (Delta or Iceberg) at or under each prefix (`dvtool.commands.table_discovery`,
-as `dvtool maintain --recursive` finds them) is inspected as `dvtool inspect TABLE` would:
-its summary (`run_inspect`, `run_inspect_iceberg`), optionally `--verify` and `--count-rows`,
+Every table (Delta, Iceberg or Paimon) at or under each prefix
+(`dvtool.commands.table_discovery`, as `dvtool maintain --recursive` finds them) is inspected
+as `dvtool inspect TABLE` would: its summary (`run_inspect`, `run_inspect_iceberg`,
+`run_inspect_paimon`), optionally `--verify` and `--count-rows`,
 and the `--check` gates. The report has `dvtool maintain`'s shape: one outcome per table
 with its status, error kind and exit code, and the worst of them (by
 `dvtool.errors.SEVERITY`) for the whole run.
 
 The gates (`parse_gates`) are checked once, before any table is read: a name no format has
 (a typo) or a bad limit is a usage error of the whole run (exit 2). A gate that exists for
-one format only (`max-log-files`: Delta; `max-dangling-deletes`: Iceberg) is reported
-*not applicable* on the tables of the other format and does not fail them: one gate list
-serves a lake of both formats, as a CI job over a whole lake needs. A gate that cannot be
+some formats only (`max-log-files`: Delta; `max-dangling-deletes`: Iceberg;
+`max-level0-files`: Paimon) is reported *not applicable* on the tables of the other formats
+and does not fail them: one gate list serves a lake of every format, as a CI job over a
+whole lake needs. A gate that cannot be
 measured on a table (Iceberg's deleted-rows gates with equality deletes and no
 `--count-rows`, a table property that is no size) fails that table with its usage error
 (exit 2) and the hint to fix it; its other gates are still evaluated.
@@ -37,6 +39,8 @@ from dvtool.errors import DvtoolError, UsageError, exit_code_of, worst_kind
 if TYPE_CHECKING:
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
     from dvtool.commands.inspect.iceberg_summary import IcebergSummary
+    from dvtool.commands.inspect.paimon import PaimonInspectResult
+    from dvtool.commands.inspect.paimon_summary import PaimonSummary
     from dvtool.commands.inspect.summary import TableSummary
 
 __all__ = [
@@ -73,6 +77,7 @@ def parse_gates(texts: Sequence[str]) -> list[Gate]:
     """Each `NAME=LIMIT` read by every format that has the gate; UsageError for a name no
     format has, or a limit its format cannot read (nothing is inspected then)."""
     from dvtool.commands.inspect.iceberg_checks import ICEBERG_CHECK_NAMES, parse_iceberg_check
+    from dvtool.commands.inspect.paimon_checks import PAIMON_CHECK_NAMES, parse_paimon_check
 
     gates = []
     for text in texts:
@@ -82,8 +87,10 @@ def parse_gates(texts: Sequence[str]) -> list[Gate]:
             limits["delta"] = parse_check(text)[1]
         if name in ICEBERG_CHECK_NAMES:
             limits["iceberg"] = parse_iceberg_check(text)[1]
+        if name in PAIMON_CHECK_NAMES:
+            limits["paimon"] = parse_paimon_check(text)[1]
         if not limits:
-            known = ", ".join(sorted({*CHECK_NAMES, *ICEBERG_CHECK_NAMES}))
+            known = ", ".join(sorted({*CHECK_NAMES, *ICEBERG_CHECK_NAMES, *PAIMON_CHECK_NAMES}))
             raise UsageError(
                 f"invalid --check {text!r}: no table format has a gate {name!r}",
                 hint=f"Available checks: {known}.",
@@ -138,14 +145,14 @@ class TableInspection:
 
     location: str
     format: str | None = None
-    result: InspectResult | IcebergInspectResult | None = None
+    result: InspectResult | IcebergInspectResult | PaimonInspectResult | None = None
     checks: list[GateOutcome] = field(default_factory=list)
     error: DvtoolError | None = None
     exception: Exception | None = None
     """A failure that is not a DvtoolError (a bug, exit 70), for `-v` to show."""
 
     @property
-    def summary(self) -> TableSummary | IcebergSummary | None:
+    def summary(self) -> TableSummary | IcebergSummary | PaimonSummary | None:
         return self.result.summary if self.result is not None else None
 
     @property
@@ -188,7 +195,9 @@ class TableInspection:
         return table_error_json("inspect", self.location, self.error, self.exception)
 
 
-def _summary_json(result: InspectResult | IcebergInspectResult | None) -> dict[str, Any] | None:
+def _summary_json(
+    result: InspectResult | IcebergInspectResult | PaimonInspectResult | None,
+) -> dict[str, Any] | None:
     """The document `dvtool inspect TABLE --json` prints (no `--verify`, no `--check`)."""
     if result is None or result.summary is None:
         return None
@@ -213,6 +222,11 @@ def inspect_table(
         outcome.format = format_at(storage)  # known even when the table cannot be read
         if outcome.format == "delta":
             outcome.result = run_inspect(DeltaLog(storage), request)
+        elif outcome.format == "paimon":
+            from dvtool.commands.inspect.paimon import run_inspect_paimon
+            from dvtool.paimon.tables import PaimonTable
+
+            outcome.result = run_inspect_paimon(PaimonTable(storage), request)
         else:
             from dvtool.commands.inspect.iceberg import run_inspect_iceberg
             from dvtool.iceberg.tables import open_at
@@ -246,12 +260,19 @@ def _evaluate(outcome: TableInspection, gates: Sequence[Gate]) -> None:
 
 
 def _measure(
-    result: InspectResult | IcebergInspectResult, name: str, limit: float
+    result: InspectResult | IcebergInspectResult | PaimonInspectResult, name: str, limit: float
 ) -> tuple[bool, float]:
     """Whether the gate holds on the result's summary, and the value it measured."""
+    from dvtool.commands.inspect.paimon import PaimonInspectResult
+
     if isinstance(result, InspectResult):
         assert result.summary is not None
         [checked] = evaluate_checks(result.summary, [(name, limit)])
+    elif isinstance(result, PaimonInspectResult):
+        from dvtool.commands.inspect.paimon_checks import evaluate_paimon_checks
+
+        assert result.summary is not None
+        [checked] = evaluate_paimon_checks(result.summary, [(name, limit)])
     else:
         from dvtool.commands.inspect.iceberg_checks import evaluate_iceberg_checks
 

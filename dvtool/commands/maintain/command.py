@@ -73,6 +73,10 @@ ICEBERG_NOT_MAINTAINED = (
     "an Iceberg table: maintain does not run its loop on Iceberg tables yet "
     "(dvtool optimize --rewrite-deletes / --convert-equality and dvtool vacuum do)"
 )
+PAIMON_NOT_MAINTAINED = (
+    "a Paimon table: compaction and snapshot expiry are Paimon's own procedures "
+    "(dvtool inspect --check tells when a full compaction is due)"
+)
 DONE, NOTHING, PLANNED, SKIPPED, FAILED, NOT_RUN = (
     "done",
     "nothing-to-do",
@@ -290,8 +294,10 @@ def _maintain_table(
         outcome.actions = [StepOutcome(s, SKIPPED, "time budget spent") for s in STEPS]
         return outcome
     try:
-        if detect_format(location, dict(storage_options or {})) == "iceberg":
-            outcome.actions = [StepOutcome(s, SKIPPED, ICEBERG_NOT_MAINTAINED) for s in STEPS]
+        found = detect_format(location, dict(storage_options or {}))
+        if found != "delta":
+            why = ICEBERG_NOT_MAINTAINED if found == "iceberg" else PAIMON_NOT_MAINTAINED
+            outcome.actions = [StepOutcome(s, SKIPPED, why) for s in STEPS]
             return outcome
         log = open_log(location, dict(storage_options or {}))
         snapshot = log.snapshot()
