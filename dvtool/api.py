@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from dvtool.commands.enable import EnableResult
     from dvtool.commands.inspect.command import InspectResult
     from dvtool.commands.inspect.iceberg import IcebergInspectResult
+    from dvtool.commands.inspect.paimon import PaimonInspectResult
     from dvtool.commands.inspect.tables import InspectTablesResult
     from dvtool.commands.log_cleanup import LogCleanupResult
     from dvtool.commands.maintain.command import MaintainResult
@@ -89,10 +90,10 @@ def inspect(
     count_rows: bool = False,
     storage_options: Mapping[str, str] | None = None,
     catalog: str | None = None,
-) -> InspectResult | IcebergInspectResult:
+) -> InspectResult | IcebergInspectResult | PaimonInspectResult:
     """The table's summary (and its files, history, verification, gates); `dvtool inspect`.
 
-    `table` is a Delta or Iceberg table's location (an Iceberg table also by its
+    `table` is a Delta, Iceberg or Paimon table's location (an Iceberg table also by its
     `*.metadata.json`), or with `catalog` (a pyiceberg catalog name) an Iceberg table's
     `namespace.table`. `version` (an Iceberg snapshot id) or `timestamp` (an aware datetime;
     naive means UTC) time-travel. `files` lists every live file, `history` the last N
@@ -104,7 +105,8 @@ def inspect(
     """
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
     from dvtool.delta.log.reader import DeltaLog
-    from dvtool.table import open_table
+    from dvtool.paimon.tables import PaimonTable
+    from dvtool.table import open_readable_table
 
     request = InspectRequest(
         version=version,
@@ -116,9 +118,15 @@ def inspect(
     )
     gates = [f"{k}={v}" for k, v in (checks or {}).items()]
     interrupts.begin_library_call()
-    opened = open_table(os.fspath(table), dict(storage_options or {}), catalog)
+    opened = open_readable_table(os.fspath(table), dict(storage_options or {}), catalog)
     if isinstance(opened, DeltaLog):
         return run_inspect(opened, replace(request, checks=tuple(map(parse_check, gates))))
+    if isinstance(opened, PaimonTable):
+        from dvtool.commands.inspect.paimon import run_inspect_paimon
+        from dvtool.commands.inspect.paimon_checks import parse_paimon_check
+
+        paimon_checks = tuple(map(parse_paimon_check, gates))
+        return run_inspect_paimon(opened, replace(request, checks=paimon_checks))
     from dvtool.commands.inspect.iceberg import run_inspect_iceberg
     from dvtool.commands.inspect.iceberg_checks import parse_iceberg_check
 

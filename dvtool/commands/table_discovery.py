@@ -1,19 +1,20 @@
 """Which tables `dvtool maintain` and `inspect` work on: the paths they are given, or with
 `--recursive` every table under them.
 
-A Delta table is a directory holding `_delta_log`; an Iceberg table (a path table, as
-Hadoop catalogs and `register_table` keep them) one holding `metadata/` with a
-`*.metadata.json` in it. A directory with both is a Delta table (Delta's UniForm writes
-Iceberg metadata beside its log; the log is the table). Under a prefix the directories are
-walked breadth-first, one level at a time: each directory is listed once for its
-subdirectories (`Storage.list_subdirs`, one delimited listing on object stores, so the files
-beside them are listed only as far as a page of that listing holds them), and each
+A Delta table is a directory holding `_delta_log`; an Iceberg table (a path table, as Hadoop
+catalogs and `register_table` keep them) one holding `metadata/` with a `*.metadata.json` in
+it; a Paimon table one holding `schema/` with a `schema-N` file (its `snapshot/` only
+appears with the first commit). A directory with both is a Delta table (Delta's UniForm
+writes Iceberg metadata beside its log; the log is the table). Under a prefix the
+directories are walked breadth-first, one level at a time: each directory is listed once for
+its subdirectories (`Storage.list_subdirs`, one delimited listing on object stores, so the
+files beside them are listed only as far as a page of that listing holds them), and each
 subdirectory is asked whether it holds `_delta_log` (`Storage.is_dir`: on S3 one HEAD and a
-listing of at most one key) or else a table's metadata (a listing of its `metadata/`; the
-rule is `dvtool.table.format_of_dir`) before it is listed. A table found is never listed
-or entered: neither its data files nor its partition directories nor its log are read
-here, which is what makes discovery affordable on object stores with large tables. The
-probes of one level run in parallel (`map_io`).
+listing of at most one key) or else a table's metadata (a listing of its `metadata/`, then
+of its `schema/`; the rule is `dvtool.table.format_of_dir`) before it is listed. A table
+found is never listed or entered: neither its data files nor its partition directories nor
+its log are read here, which is what makes discovery affordable on object stores with large
+tables. The probes of one level run in parallel (`map_io`).
 
 Directories whose names start with `_` or `.` are hidden (Hadoop's rule, as for vacuum) and
 never entered; symbolic links are never followed. A prefix that is itself a table is that
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from dvtool.errors import DvtoolError, TableNotFoundError
 from dvtool.io_pool import map_io
 from dvtool.storage.table_storage import Storage
-from dvtool.table import DELTA_LOG, ICEBERG_METADATA, format_of_dir
+from dvtool.table import DELTA_LOG, ICEBERG_METADATA, PAIMON_SCHEMA, format_of_dir
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def discover_tables(
 
 
 def tables_under(storage: Storage) -> list[str]:
-    """The locations of the tables (Delta, Iceberg) at or under the root of `storage`,
+    """The locations of the tables (Delta, Iceberg, Paimon) at or under the root of `storage`,
     sorted."""
     if holds_table(storage, ""):
         return [storage.root]
@@ -94,7 +95,7 @@ def _visible(name: str) -> bool:
 
 def _no_tables(prefix: str) -> TableNotFoundError:
     return TableNotFoundError(
-        f"no table at or under {prefix}: no directory there holds {DELTA_LOG} "
-        f"or Iceberg {ICEBERG_METADATA}/",
+        f"no table at or under {prefix}: no directory there holds {DELTA_LOG}, "
+        f"Iceberg {ICEBERG_METADATA}/ or Paimon {PAIMON_SCHEMA}/",
         hint="Check the prefix; directories starting with _ or . are not searched.",
     )

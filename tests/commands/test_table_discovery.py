@@ -1,14 +1,15 @@
 """Finding the tables under a prefix (`dvtool maintain --recursive`), locally and on S3.
 
 The layout holds Delta tables written by deltalake at several depths, a partitioned table,
-an Iceberg table written by pyiceberg (a path table: `metadata/*.metadata.json`), a plain
+an Iceberg table written by pyiceberg (a path table: `metadata/*.metadata.json`), a Paimon
+table's folder as Paimon leaves it on creation (`schema/schema-0`, no snapshot yet), a plain
 directory with a `metadata/` folder that holds no table metadata (not a table), a table
 written inside another table's directory (never found: a table is not entered), tables in
 hidden directories (`_x`, `.x`: not searched), a plain directory, an empty one and, on local
 disk, a symbolic link to a table elsewhere (not followed). The same layout uploaded to the
 moto S3 server is discovered alike, and the server's request log shows that no found table
-was listed or entered: the only keys discovery touched are the `_delta_log` and `metadata`
-probes.
+was listed or entered: the only keys discovery touched are the `_delta_log`, `metadata` and
+`schema` probes.
 """
 
 from __future__ import annotations
@@ -24,14 +25,21 @@ from dvtool.commands.table_discovery import discover_tables
 from dvtool.errors import TableNotFoundError
 from tests.s3_server import S3Server
 
-FOUND = ["group/deeper/t3", "group/ice", "group/t2", "t1"]
+FOUND = ["group/deeper/t3", "group/ice", "group/pai", "group/t2", "t1"]
 HIDDEN = ["_hidden/t4", ".staging/t5"]
 # Directories discovery probes for `_delta_log` (the prefix itself first): the visible
 # subdirectories of every directory that is not a table; those without `_delta_log` are
-# probed for `metadata` too.
+# probed for `metadata` too, and those without Iceberg metadata for `schema`.
 DELTA_TABLES = ["t1", "group/t2", "group/deeper/t3"]
-PROBED = ["", "group", "group/ice", "group/deeper", "group/plain", "group/plain/metadata"]
-PROBED += DELTA_TABLES
+ICEBERG_TABLES = ["group/ice"]
+PROBED = ["", "group", "group/deeper", "group/pai", "group/plain", "group/plain/metadata"]
+PROBED += DELTA_TABLES + ICEBERG_TABLES
+PAIMON_SCHEMA = """{
+  "version" : 3, "id" : 0,
+  "fields" : [ { "id" : 0, "name" : "id", "type" : "INT NOT NULL" } ],
+  "highestFieldId" : 0, "partitionKeys" : [ ], "primaryKeys" : [ "id" ],
+  "options" : { "bucket" : "1", "deletion-vectors.enabled" : "true" }
+}"""
 
 
 def _table(path: Path, partitioned: bool = False) -> None:
@@ -48,10 +56,17 @@ def _iceberg_table(path: Path) -> None:
     table.append(data)
 
 
+def _paimon_table(path: Path) -> None:
+    """A Paimon table before its first commit: only its schema file."""
+    (path / "schema").mkdir(parents=True)
+    (path / "schema" / "schema-0").write_text(PAIMON_SCHEMA)
+
+
 def _layout(root: Path) -> Path:
     """The tables and directories of the module docstring under `root` (no link)."""
     _table(root / "t1")
     _iceberg_table(root / "group" / "ice")
+    _paimon_table(root / "group" / "pai")
     _table(root / "t1" / "nested")  # inside a table: never found
     _table(root / "group" / "t2", partitioned=True)
     _table(root / "group" / "deeper" / "t3")
@@ -98,7 +113,7 @@ def test_without_recursive_the_arguments_are_the_tables(tmp_path: Path) -> None:
 def test_prefixes_are_searched_in_order_and_a_table_is_kept_once(tmp_path: Path) -> None:
     root = _layout(tmp_path / "lake")
     found = discover_tables([str(root / "group"), str(root)], None, recursive=True)
-    group = ["group/deeper/t3", "group/ice", "group/t2"]
+    group = ["group/deeper/t3", "group/ice", "group/pai", "group/t2"]
     assert found.tables == [str(root / t) for t in [*group, "t1"]]
 
 
@@ -112,6 +127,7 @@ def test_a_prefix_without_tables_is_a_not_found_error(tmp_path: Path, prefix: st
     assert failed == str(tmp_path / prefix)
     assert isinstance(error, TableNotFoundError) and error.exit_code == 5
     assert "_delta_log" in error.message and "metadata/" in error.message
+    assert "schema/" in error.message
 
 
 def test_tables_under_an_s3_prefix_without_entering_them(
@@ -128,11 +144,16 @@ def test_tables_under_an_s3_prefix_without_entering_them(
     probes = {f"discovery/lake/{d}/_delta_log".replace("//", "/") for d in PROBED}
     assert keys == probes
     # Listings: the directories walked (no table found among them), and of each probed
-    # directory `_delta_log/` (at most one key) and, unless a Delta table, `metadata/`.
+    # directory `_delta_log/` (at most one key), unless a Delta table `metadata/` and unless
+    # an Iceberg table too `schema/`.
     walked = ["", "group", "group/deeper", "group/plain", "group/plain/metadata"]
     listed = {f"{d}/" for d in walked}
     listed |= {f"{d}/_delta_log/" for d in PROBED}
     listed |= {f"{d}/metadata/" for d in PROBED if d not in DELTA_TABLES}
+    listed |= {f"{d}/schema/" for d in PROBED if d not in DELTA_TABLES + ICEBERG_TABLES}
+    # The Paimon table has no `metadata/`: s3fs then lists its parent, the table's root, with
+    # a delimiter (its top-level names, one page: nothing inside its folders).
+    listed |= {"group/pai/"}
     prefixes = {r.prefix for r in requests if r.prefix is not None}
     assert prefixes == {
         f"discovery/lake/{p}".replace("//", "/") for p in listed

@@ -1034,7 +1034,7 @@ BAD_INPUTS = [
     ("aggregate", "max(id) > 1", 2, ["max"]),
     ("append-only", "id = 1", 7, ["appendOnly"]),
     ("future-feature", "id = 1", 7, ["futureFeature"]),
-    ("missing-table", "id = 1", 5, ["no Delta or Iceberg table"]),
+    ("missing-table", "id = 1", 5, ["no Delta, Iceberg or Paimon table"]),
 ]
 
 

@@ -242,8 +242,8 @@ def test_format_detection(written: dict[str, Any], tmp_path: Path) -> None:
     assert result.exit_code == 5
     error = error_object(result)
     assert error["message"] == (
-        f"no Delta or Iceberg table at {tmp_path}: it holds neither _delta_log/ nor metadata/ "
-        "with a *.metadata.json"
+        f"no Delta, Iceberg or Paimon table at {tmp_path}: it holds neither _delta_log/, nor "
+        "metadata/ with a *.metadata.json, nor schema/ with a schema-N file"
     )
     assert "metadata/" in error["hint"] and "--catalog" in error["hint"]
 
