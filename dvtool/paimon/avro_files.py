@@ -31,11 +31,14 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
+AVRO_MAGIC = b"Obj\x01"
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 
 def decode_avro(data: bytes, location: str = "<bytes>") -> list[dict[str, Any]]:
     """Every record of the Avro container file `data`, as dicts by field name."""
+    if not data.startswith(AVRO_MAGIC):
+        raise ValueError(f"not an Avro file: it does not start with {AVRO_MAGIC!r}")
     with _PaimonAvroFile(_BytesInput(location, data)) as reader:
         struct = reader.schema.as_struct()
         return [_as_dict(record, struct) for record in reader]
