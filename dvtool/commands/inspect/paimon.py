@@ -19,6 +19,7 @@ from dvtool.commands.inspect.outcome import inspect_document, inspect_exit_code
 from dvtool.commands.inspect.paimon_checks import evaluate_paimon_checks
 from dvtool.commands.inspect.paimon_summary import PaimonSummary, summarize
 from dvtool.commands.result import CommandResult
+from dvtool.errors import DvtoolError
 from dvtool.paimon.protocol.table_files import LiveDataFile, TableFiles
 from dvtool.paimon.snapshot_files import read_snapshot_files
 
@@ -105,11 +106,17 @@ def run_inspect_paimon(
     if snapshot is None:
         schema, files = table.latest_schema(), TableFiles()
     else:
-        read = read_snapshot_files(table, snapshot)
+        try:
+            read = read_snapshot_files(table, snapshot)
+        except DvtoolError:
+            if not request.verify:
+                raise
+            # Metadata that cannot be read: no summary, but `--verify` names every file.
+            return PaimonInspectResult(None, history=hist, verify=_verify(table, snapshot))
         schema, files = read.schema, read.files
     summary = summarize(table, schema, snapshot, files)
     listed = list_files(files, request.files_limit) if request.files else None
-    report = _verify(table, snapshot, files, progress) if request.verify else None
+    report = _verify(table, snapshot, progress, files) if request.verify else None
     checks = evaluate_paimon_checks(summary, request.checks) if request.checks else None
     return PaimonInspectResult(summary, listed, hist, report, checks)
 
@@ -117,14 +124,16 @@ def run_inspect_paimon(
 def _verify(
     table: PaimonTable,
     snapshot: Snapshot | None,
-    files: TableFiles,
-    progress: Callable[[int], Progress] | None,
+    progress: Callable[[int], Progress] | None = None,
+    files: TableFiles | None = None,
 ) -> PaimonVerifyReport:
     """`--verify`: the one call of `dvtool.paimon.verify.verify_snapshot`, its progress bar
-    sized by the live data and deletion files."""
+    sized by the live data and deletion files (when they could be read)."""
     from dvtool.paimon.verify import verify_snapshot
 
-    advance = progress(len(files.data) + len(files.deletion_files())) if progress else None
+    advance = None
+    if progress is not None and files is not None:
+        advance = progress(len(files.data) + len(files.deletion_files()))
     return verify_snapshot(table, snapshot, advance)
 
 
