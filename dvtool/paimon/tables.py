@@ -2,10 +2,10 @@
 storage layer (local disk and object stores, the same `--storage-option` keys as Delta).
 
 The folder holds `schema/schema-N` from the table's creation on and `snapshot/snapshot-N`
-from its first commit (`dvtool.paimon.protocol`); `is_paimon_table` is how
-`dvtool.table` recognizes one (a `schema-N` file in `schema/`: a table without commits is
-still a table). Snapshots are found by listing `snapshot/` once; each file is read when
-asked for.
+from its first commit (`dvtool.paimon.protocol`); `dvtool.table` recognizes one by a
+`schema-N` file in `schema/` (a table without commits is still a table). Snapshots are
+found by listing `snapshot/` once; each file is read when asked for (several at once for
+the history and for time travel by time, `map_io`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dvtool.errors import LogError, TableNotFoundError
+from dvtool.io_pool import map_io
 from dvtool.paimon.protocol.schema import SCHEMA_PREFIX, TableSchema, schema_id_of
 from dvtool.paimon.protocol.snapshots import (
     SNAPSHOT_DIR,
@@ -28,12 +29,6 @@ from dvtool.storage.table_storage import Storage
 _T = TypeVar("_T")
 SCHEMA_DIR = "schema"
 MANIFEST_DIR = "manifest"
-
-
-def is_paimon_table(storage: Storage, relative: str = "") -> bool:
-    """Whether the folder at `relative` under `storage`'s root holds a Paimon table."""
-    folder = f"{relative}/{SCHEMA_DIR}" if relative else SCHEMA_DIR
-    return any(schema_id_of(i.name) is not None for i in storage.list_dir(storage.join(folder)))
 
 
 @dataclass
@@ -106,24 +101,17 @@ class PaimonTable:
         ids = self.snapshot_ids()
         times = None
         if timestamp_ms is not None and snapshot_id is None:
-            times = {i: self.snapshot(i).time_millis for i in ids}
+            times = {s.id: s.time_millis for s in map_io(self.snapshot, ids)}
         chosen = select_snapshot_id(ids, times, snapshot_id, timestamp_ms)
         return None if chosen is None else self.snapshot(chosen)
 
     def history(self, limit: int | None = None) -> list[Snapshot]:
         """The newest `limit` snapshots (all when None), newest first."""
         ids = self.snapshot_ids()[::-1]
-        return [self.snapshot(i) for i in (ids if limit is None else ids[:limit])]
+        return map_io(self.snapshot, ids if limit is None else ids[:limit])
 
     def manifest_path(self, name: str) -> str:
         return self.storage.join(f"{MANIFEST_DIR}/{name}")
-
-
-def open_paimon(storage: Storage) -> PaimonTable:
-    """The Paimon table at `storage`'s root; TableNotFoundError when none is there."""
-    if not is_paimon_table(storage):
-        raise TableNotFoundError(f"no Paimon table at {storage.root}: no schema/schema-N file")
-    return PaimonTable(storage)
 
 
 def _parsed(path: str, parse: Callable[[], _T]) -> _T:

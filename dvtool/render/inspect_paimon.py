@@ -101,10 +101,11 @@ def _counts(s: PaimonSummary) -> BoxTable:
     t = BoxTable("Files and rows", [Column("what"), Column("value", "right")], show_header=False)
     t.add_row("live data files", f"{s.num_files:,}")
     t.add_row("size", format_bytes(s.size_bytes))
-    t.add_row("buckets with files", f"{len(s.buckets):,}")
+    b = s.buckets
+    t.add_row("buckets with files", f"{b['count']:,} (at most {b['max_files']:,} files in one)")
     if _has_pending_level0(s):
         t.add_row("level-0 files not read yet", f"{s.pending_level0_files:,}")
-        t.add_row("most in a bucket", f"{s.max_level0_files_per_bucket:,}")
+        t.add_row("most in a bucket", f"{b['max_pending_level0_files']:,}")
     t.add_row("physical rows (read)", f"{s.physical_rows:,}")
     t.add_row("logical rows", ("" if s.row_counts_exact else "at most ") + f"{s.logical_rows:,}")
     t.add_row("deleted rows", f"{s.deleted_rows:,} ({s.deleted_ratio:.2%})")

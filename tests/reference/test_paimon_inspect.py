@@ -116,6 +116,14 @@ def test_verify_passes_on_every_snapshot(paimon_tables: dict[str, Any]) -> None:
             assert doc["verify"]["dvs_checked"] == doc["deletion_vectors"]
 
 
+def test_the_text_view_fits_80_columns(paimon_tables: dict[str, Any]) -> None:
+    for entry in paimon_tables.values():
+        result = run("inspect", entry["path"], "--files", "--history", "--verify")
+        assert result.exit_code == 0, all_output(result)
+        assert "no problems" in result.stdout and "LSM levels" in result.stdout
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
 def test_expired_table_and_checks(paimon_tables: dict[str, Any]) -> None:
     expired = paimon_tables["pk_dv_expired"]["path"]
     [only] = cli_json("inspect", expired, "--history")["history"]

@@ -76,11 +76,13 @@ class PaimonSummary:
     pending_level0_files: int
     """A primary-key table's level-0 files in deletion-vectors mode: not read until compacted."""
     pending_level0_rows: int
-    max_level0_files_per_bucket: int
-    """The most pending level-0 files in one bucket (Paimon compacts a bucket when it holds
-    `num-sorted-run.compaction-trigger` sorted runs, 5 by default)."""
     levels: list[dict[str, Any]]
-    buckets: list[dict[str, Any]]
+    """Per LSM level: files, rows, bytes and files with DVs."""
+    buckets: dict[str, Any]
+    """The buckets holding files (`count`), the most files and pending level-0 files in one
+    (`max_files`, `max_pending_level0_files`: Paimon compacts a bucket when it holds
+    `num-sorted-run.compaction-trigger` sorted runs, 5 by default), and how many buckets
+    hold how many files (`distribution`)."""
     deletion_files: int
     deletion_file_bytes: int
     hash_index_files: int
@@ -142,10 +144,6 @@ def summarize(
         deletion_vectors=sum(1 for f in data if f.dv is not None),
         pending_level0_files=len(pending),
         pending_level0_rows=sum(f.meta.row_count for f in pending),
-        max_level0_files_per_bucket=max(
-            (sum(not f.visible for f in fs) for fs in files_by_bucket(data).values()),
-            default=0,
-        ),
         levels=_levels(data),
         buckets=_buckets(data),
         deletion_files=index_count[DELETION_VECTORS_INDEX],
@@ -189,21 +187,18 @@ def _levels(data: list[LiveDataFile]) -> list[dict[str, Any]]:
     return [out[k] for k in sorted(out)]
 
 
-def _buckets(data: list[LiveDataFile]) -> list[dict[str, Any]]:
-    """Per (partition, bucket): files, pending level-0 files, rows and deleted rows."""
-    out = []
-    for (partition, bucket), files in sorted(files_by_bucket(data).items()):
-        out.append(
-            {
-                "partition": partition,
-                "bucket": bucket,
-                "files": len(files),
-                "pending_level0_files": sum(not f.visible for f in files),
-                "rows": sum(f.meta.row_count for f in files),
-                "deleted_rows": sum(f.deleted_rows for f in files),
-            }
-        )
-    return out
+def _buckets(data: list[LiveDataFile]) -> dict[str, Any]:
+    """How the files spread over (partition, bucket)s; bounded in size however many."""
+    per_bucket = list(files_by_bucket(data).values())
+    counts = Counter(len(files) for files in per_bucket)
+    return {
+        "count": len(per_bucket),
+        "max_files": max((len(files) for files in per_bucket), default=0),
+        "max_pending_level0_files": max(
+            (sum(not f.visible for f in files) for files in per_bucket), default=0
+        ),
+        "distribution": [{"files": n, "buckets": counts[n]} for n in sorted(counts)],
+    }
 
 
 def histogram(read: list[LiveDataFile]) -> list[dict[str, Any]]:
