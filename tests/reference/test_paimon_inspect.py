@@ -29,6 +29,7 @@ from tests.engines.jvm_engines import JvmError, JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_state import TableCopy, paimon_scan
 from tests.reference.paimon_tables import SPECS, copy_table
+from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in SPECS]
 
@@ -114,6 +115,22 @@ def test_verify_passes_on_every_snapshot(paimon_tables: dict[str, Any]) -> None:
             doc = cli_json("inspect", entry["path"], "--version", str(h["snapshot_id"]), "--verify")
             assert doc["verify"]["ok"], doc["verify"]["problems"]
             assert doc["verify"]["dvs_checked"] == doc["deletion_vectors"]
+
+
+def test_a_table_on_object_storage_reads_as_on_disk(
+    paimon_tables: dict[str, Any], s3_server: S3Server
+) -> None:
+    """The same table uploaded to the S3 emulator: the same summary, files and verify
+    report through the storage options (paths are relative to the table)."""
+    local = paimon_tables["pk_dv"]["path"]
+    uri = s3_server.upload(Path(local), "paimon/pk_dv")
+    on_disk = cli_json("inspect", local, "--files", "--verify")
+    on_s3 = cli_json("inspect", uri, *s3_server.cli_options(), "--files", "--verify")
+    assert on_s3["verify"]["ok"] and on_s3["verify"] == on_disk["verify"]
+    assert on_s3["files"] == on_disk["files"]
+    for doc in (on_disk, on_s3):
+        doc.pop("location"), doc.pop("files"), doc.pop("verify")
+    assert on_s3 == on_disk
 
 
 def test_the_text_view_fits_80_columns(paimon_tables: dict[str, Any]) -> None:
