@@ -145,9 +145,9 @@ def open_readable_table(
     storage = Storage.for_table(location, storage_options)
     found = format_at(storage)
     if found == "paimon":
-        from dvtool.paimon.tables import PaimonTable
+        from dvtool.paimon.tables import open_paimon
 
-        return PaimonTable(storage)
+        return open_paimon(storage)
     return _open(storage, found)
 
 

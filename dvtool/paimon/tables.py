@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from dvtool.errors import LogError, TableNotFoundError
+from dvtool.errors import DvtoolError, LogError, TableNotFoundError
 from dvtool.io_pool import map_io
 from dvtool.paimon.protocol.schema import SCHEMA_PREFIX, TableSchema, schema_id_of
 from dvtool.paimon.protocol.snapshots import (
@@ -29,6 +29,30 @@ from dvtool.storage.table_storage import Storage
 _T = TypeVar("_T")
 SCHEMA_DIR = "schema"
 MANIFEST_DIR = "manifest"
+
+
+class AvroReaderMissingError(DvtoolError):
+    """pyiceberg, whose Avro reader dvtool reads Paimon's manifests with, is not installed."""
+
+    kind = "usage"
+
+
+def require_avro_reader() -> None:
+    """UsageError-kind error naming the `paimon` extra when pyiceberg is missing."""
+    try:
+        import pyiceberg.avro  # noqa: F401
+    except ImportError:
+        raise AvroReaderMissingError(
+            "reading Paimon tables needs pyiceberg (its Avro reader), which is not installed",
+            hint="Install dvtool's paimon extra: pip install 'dvtool[paimon]'",
+        ) from None
+
+
+def open_paimon(storage: Storage) -> PaimonTable:
+    """The Paimon table at `storage`'s root (detected by `dvtool.table`), after checking
+    that its manifests can be read (`require_avro_reader`)."""
+    require_avro_reader()
+    return PaimonTable(storage)
 
 
 @dataclass

@@ -8,6 +8,7 @@ builds are tested in tests/reference/test_paimon_inspect.py.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,13 @@ def test_a_folder_with_a_schema_folder_but_no_schema_file_is_no_table(tmp_path: 
 def test_where_a_manifest_path_lives(tmp_path: Path, path: str, location: str) -> None:
     table = PaimonTable(Storage.for_table(str(_created(tmp_path / "t"))))
     assert table.location_of(path) == location.format(root=table.location)
+
+
+def test_without_pyiceberg_a_paimon_table_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = _created(tmp_path / "orders")
+    monkeypatch.setitem(sys.modules, "pyiceberg.avro", None)  # import fails as if absent
+    result = run("inspect", table)
+    assert result.exit_code == 2
+    assert "needs pyiceberg" in all_output(result) and "dvtool[paimon]" in all_output(result)

@@ -207,5 +207,5 @@ def test_avro_files_with_named_types_unions_and_logical_types() -> None:
 def test_a_file_that_is_not_avro_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not an Avro file"):
         decode_avro(b"not an avro file at all")
-    with pytest.raises(EOFError):  # truncated
+    with pytest.raises((EOFError, ValueError)):  # truncated
         decode_avro(write_avro({"type": "record", "name": "r", "fields": []}, [])[:9])

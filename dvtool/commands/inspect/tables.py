@@ -223,10 +223,13 @@ def inspect_table(
         if outcome.format == "delta":
             outcome.result = run_inspect(DeltaLog(storage), request)
         elif outcome.format == "paimon":
-            from dvtool.commands.inspect.paimon import run_inspect_paimon
-            from dvtool.paimon.tables import PaimonTable
+            from dvtool.paimon.tables import open_paimon
 
-            outcome.result = run_inspect_paimon(PaimonTable(storage), request)
+            table = open_paimon(storage)  # before the reading modules import pyiceberg
+
+            from dvtool.commands.inspect.paimon import run_inspect_paimon
+
+            outcome.result = run_inspect_paimon(table, request)
         else:
             from dvtool.commands.inspect.iceberg import run_inspect_iceberg
             from dvtool.iceberg.tables import open_at
