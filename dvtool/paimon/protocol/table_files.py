@@ -93,7 +93,9 @@ class LiveDataFile:
     @property
     def deleted_rows(self) -> int:
         """Rows its DV deletes (0 without one, or without a recorded cardinality)."""
-        return self.dv.cardinality or 0 if self.dv is not None else 0
+        if self.dv is None or self.dv.cardinality is None:
+            return 0
+        return self.dv.cardinality
 
 
 @dataclass
