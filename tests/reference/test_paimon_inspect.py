@@ -133,6 +133,28 @@ def test_a_table_on_object_storage_reads_as_on_disk(
     assert on_s3 == on_disk
 
 
+def test_dvs_without_a_recorded_cardinality_are_counted(
+    paimon_tables: dict[str, Any], paimon_java: JvmSession, tmp_path: Path
+) -> None:
+    """Index manifests of Paimon before 0.9 record no `_CARDINALITY`: dvtool counts the
+    DVs in their deletion files, and the counts stay exact and Paimon's."""
+    copy = TableCopy(copy_table(paimon_tables["pk_dv"], tmp_path / "pk_dv"))
+
+    def forget(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            for dv in r["_DELETIONS_VECTORS_RANGES"] or ():
+                dv["_CARDINALITY"] = None
+
+    copy.rewrite(copy.snapshot["indexManifest"], forget)
+    doc = cli_json("inspect", copy.root, "--files", "--verify")
+    assert doc["verify"]["ok"] and doc["deleted_rows"] > 0
+    scan = paimon_scan(paimon_java, copy.root)
+    assert all(f["dv"]["cardinality"] is None for f in scan["files"] if f["dv"])
+    for f in scan["files"]:
+        f["dv"] = f["dv"] and {**f["dv"], "cardinality": len(f["dv"]["positions"])}
+    _agrees(doc, scan, str(copy.root))
+
+
 def test_the_text_view_fits_80_columns(paimon_tables: dict[str, Any]) -> None:
     for entry in paimon_tables.values():
         result = run("inspect", entry["path"], "--files", "--history", "--verify")

@@ -4,8 +4,9 @@ The same request as Delta's (`dvtool.commands.inspect.command.InspectRequest`: `
 is a snapshot id, `--timestamp` the newest snapshot committed at or before it) and a result
 of the same shape; the figures are `dvtool.commands.inspect.paimon_summary`'s, the gates
 `dvtool.commands.inspect.paimon_checks`'. `--verify` is `dvtool.paimon.verify`'s
-`verify_snapshot`. `--count-rows` changes nothing: the counts come from the manifests and
-are exact wherever Paimon's metadata makes them so.
+`verify_snapshot`. `--count-rows` changes nothing: the counts come from the manifests (and
+the deletion files of DVs whose cardinality old writers did not record) and are exact
+wherever Paimon's reads are defined by metadata.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dvtool.commands.inspect.paimon_checks import evaluate_paimon_checks
 from dvtool.commands.inspect.paimon_summary import PaimonSummary, summarize
 from dvtool.commands.result import CommandResult
 from dvtool.errors import DvtoolError
+from dvtool.paimon.deletion_files import with_cardinalities
 from dvtool.paimon.protocol.table_files import LiveDataFile, TableFiles
 from dvtool.paimon.snapshot_files import read_snapshot_files
 
@@ -113,7 +115,7 @@ def run_inspect_paimon(
                 raise
             # Metadata that cannot be read: no summary, but `--verify` names every file.
             return PaimonInspectResult(None, history=hist, verify=_verify(table, snapshot))
-        schema, files = read.schema, read.files
+        schema, files = read.schema, with_cardinalities(table, read.files)
     summary = summarize(table, schema, snapshot, files)
     listed = list_files(files, request.files_limit) if request.files else None
     report = _verify(table, snapshot, progress, files) if request.verify else None

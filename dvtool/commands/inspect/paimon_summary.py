@@ -9,9 +9,10 @@ deletion file is read; `dvtool.paimon.snapshot_files`):
   also what Paimon's own `DataSplit.mergedRowCount` counts. A primary-key table's level-0
   files are not read in this mode until a compaction moves them up: they are
   `pending_level0_files` / `pending_level0_rows`, the freshest data DV readers do not see
-  yet. A primary-key table without deletion vectors merges its levels on read, and a DV
-  without a recorded cardinality (old writers) is not counted: then `row_counts_exact` is
-  false and logical rows are an upper bound;
+  yet (the cardinalities old writers did not record are counted from the deletion files
+  first: `dvtool.paimon.deletion_files`). A primary-key table without deletion vectors
+  merges its levels on read: then `row_counts_exact` is false and logical rows are an
+  upper bound;
 - `files_with_dvs` and `deletion_vectors`: data files with a DV (the first is the key
   Delta's and Iceberg's inspect share); the deleted-ratio histogram has Delta's buckets;
 - data files per LSM level and per bucket, and the index files (deletion files, hash
