@@ -95,8 +95,8 @@ def inspect(
 
     `table` is a Delta, Iceberg or Paimon table's location (an Iceberg table also by its
     `*.metadata.json`), or with `catalog` (a pyiceberg catalog name) an Iceberg table's
-    `namespace.table`. `version` (an Iceberg snapshot id) or `timestamp` (an aware datetime;
-    naive means UTC) time-travel. `files` lists every live file, `history` the last N
+    `namespace.table`. `version` (an Iceberg or Paimon snapshot id) or `timestamp` (an aware
+    datetime; naive means UTC) time-travel. `files` lists every live file, `history` the last N
     commits or snapshots, `verify` reads every data file footer and DV (and every delete
     file), `checks` are the `--check` gates (`{"max-deleted-ratio": 0.2}`), `count_rows`
     reads footers of files without `numRecords` (Iceberg: applies equality deletes).
@@ -143,14 +143,14 @@ def inspect_tables(
     count_rows: bool = False,
     storage_options: Mapping[str, str] | None = None,
 ) -> InspectTablesResult:
-    """Every table (Delta or Iceberg) at or under `prefixes`, each as `inspect` sees it,
+    """Every table (Delta, Iceberg or Paimon) at or under `prefixes`, each as `inspect` sees it,
     with the same `checks`, `verify` and `count_rows`; `dvtool inspect PREFIX... -r`.
 
     Without `recursive` the prefixes are the tables. A gate of one format only (`checks`
     key) is not applicable on the other format's tables and does not fail them; a name no
     format has raises `UsageError`. A table's failure never raises: `result.tables` holds
-    each one's `format`, `result` (the single-table `InspectResult` or
-    `IcebergInspectResult`), `checks`, `error` and `exit_code`; `result.exit_code` is the
+    each one's `format`, `result` (the single-table `InspectResult`, `IcebergInspectResult`
+    or `PaimonInspectResult`), `checks`, `error` and `exit_code`; `result.exit_code` is the
     worst of theirs.
     """
     from dvtool.commands.inspect.tables import run_inspect_tables

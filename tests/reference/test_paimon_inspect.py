@@ -199,6 +199,18 @@ def test_recursive_inspect_and_other_commands(paimon_tables: dict[str, Any]) -> 
     assert refused.exit_code == 2 and "Paimon table" in all_output(refused)
 
 
+def test_the_python_api(paimon_tables: dict[str, Any], scans: dict[str, Any]) -> None:
+    import dvtool
+    from dvtool.commands.inspect.paimon import PaimonInspectResult
+
+    path = paimon_tables["pk_dv_bitmap64"]["path"]
+    result = dvtool.inspect(path, files=True, verify=True, checks={"max-level0-files": 0})
+    assert isinstance(result, PaimonInspectResult) and result.exit_code == 0
+    _agrees(result.to_json(), scans["pk_dv_bitmap64"], path)
+    lake = dvtool.inspect_tables(str(Path(path).parent), checks={"max-deleted-ratio": 0.01})
+    assert lake.exit_code == 3 and {t.format for t in lake.tables} == {"paimon"}
+
+
 # -- corrupt copies ----------------------------------------------------------------------------
 
 
