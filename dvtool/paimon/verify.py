@@ -170,14 +170,6 @@ def verify_snapshot(
     return PaimonVerifyReport(len(files.data), len(deletion_files), dvs, problems)
 
 
-def verify_total(table: PaimonTable, snapshot: Snapshot | None) -> int:
-    """How many files `verify_snapshot` will advance `progress` by."""
-    if snapshot is None:
-        return 0
-    files = read_snapshot_files(table, snapshot).files
-    return len(files.data) + len(files.deletion_files())
-
-
 def _advanced(progress: Progress | None, found: list[PaimonProblem]) -> list[PaimonProblem]:
     if progress:
         progress(1)

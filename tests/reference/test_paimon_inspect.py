@@ -307,6 +307,27 @@ def _repeat_entry(kind: int, rename: str | None) -> Callable[[TableCopy], None]:
     return corrupt
 
 
+def _damaged_footer(copy: TableCopy) -> None:
+    """The Parquet footer's length field of a DV'd data file overwritten (size unchanged)."""
+    path = next(copy.root.glob(f"**/{_dv_data_file(copy)}"))
+    data = bytearray(path.read_bytes())
+    data[-8:-4] = b"\xff\xff\xff\x7f"
+    path.write_bytes(bytes(data))
+
+
+def _second_dv(copy: TableCopy) -> None:
+    """A second deletion file holding a DV of a data file that already has one."""
+    path, _ = copy.deletion_file()
+    twin = path.with_name(path.name.replace("index-", "index-twin-"))
+    twin.write_bytes(path.read_bytes())
+
+    def edit(records: list[dict[str, Any]]) -> None:
+        first = next(r for r in records if r["_DELETIONS_VECTORS_RANGES"])
+        records.append({**first, "_FILE_NAME": twin.name})
+
+    copy.rewrite(copy.snapshot["indexManifest"], edit)
+
+
 def _unmatched_index_delete(copy: TableCopy) -> None:
     def edit(records: list[dict[str, Any]]) -> None:
         records.append({**records[0], "_KIND": 1, "_FILE_NAME": "index-never-added-0"})
@@ -390,6 +411,10 @@ DAMAGES = {
         frozenset({"manifest-delete-unmatched"}),
     ),
     "file-duplicate": Damage("pk_dv", _repeat_entry(0, None), frozenset({"file-duplicate"})),
+    "data-file-unreadable": Damage(
+        "pk_dv", _damaged_footer, frozenset({"data-file-unreadable"}), True
+    ),
+    "dv-duplicate": Damage("pk_dv", _second_dv, frozenset({"dv-duplicate"})),
     "index-delete-unmatched": Damage(
         "pk_dv", _unmatched_index_delete, frozenset({"index-delete-unmatched"})
     ),
@@ -410,13 +435,31 @@ def test_verify_names_each_damage(
             paimon_scan(paimon_java, copy.root)
 
 
-def test_an_unreadable_manifest_is_named(paimon_tables: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", ["manifest", "manifest-list"])
+def test_an_unreadable_manifest_is_named(
+    which: str, paimon_tables: dict[str, Any], tmp_path: Path
+) -> None:
     copy = TableCopy(copy_table(paimon_tables["pk_dv"], tmp_path / "pk_dv"))
-    _truncate(lambda c: c.manifest(c.data_manifests()[0]))(copy)
+    if which == "manifest":
+        _truncate(lambda c: c.manifest(c.data_manifests()[0]))(copy)
+    else:
+        _truncate(lambda c: c.manifest(c.snapshot["deltaManifestList"]))(copy)
     doc = cli_json("inspect", copy.root, "--verify", code=6)
     kinds = {p["kind"] for p in doc["verify"]["problems"]}
-    # What the lost manifest added is unknown: later deletes of its files do not match.
-    assert "manifest-unreadable" in kinds
-    assert kinds <= {"manifest-unreadable", "manifest-delete-unmatched", "dv-dangling"}
+    # What the lost files added is unknown: later deletes of those files do not match, and
+    # DVs of them have no live file.
+    assert f"{which}-unreadable" in kinds
+    assert kinds <= {f"{which}-unreadable", "manifest-delete-unmatched", "dv-dangling"}
     plain = run("inspect", copy.root)
-    assert plain.exit_code == 6 and "cannot read the Paimon manifest" in all_output(plain)
+    assert plain.exit_code == 6
+    assert f"cannot read the Paimon {which.replace('-', ' ')}" in all_output(plain)
+
+
+def test_every_problem_kind_is_tested() -> None:
+    """Each kind `--verify` reports has a corrupt copy above, but a deletion file the
+    storage cannot read (root reads any local file: no way to make one here)."""
+    from dvtool.paimon.verify import PROBLEM_KINDS
+
+    tested = {kind for damage in DAMAGES.values() for kind in damage.kinds}
+    tested |= {"manifest-unreadable", "manifest-list-unreadable"}
+    assert tested == set(PROBLEM_KINDS) - {"deletion-file-unreadable"}
