@@ -20,6 +20,7 @@ from dvtool.errors import UsageError, exit_code_of
 if TYPE_CHECKING:
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.iceberg.tables import IcebergTable
+    from dvtool.paimon.tables import PaimonTable
     from dvtool.render.renderer import Renderer
 
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     help="Keep files removed less than DURATION ago: 168h, 7d, 30m, 0h. "
     "Default: the table's delta.deletedFileRetentionDuration (7 days). Iceberg: expire "
     "snapshots older than DURATION (default history.expire.max-snapshot-age-ms, 5 days) "
-    "and delete orphan files older than DURATION (default 3 days).",
+    "and delete orphan files older than DURATION (default 3 days). Paimon: delete orphan "
+    "files older than DURATION (default 1 day).",
 )
 @click.option(
     "--retain-last",
@@ -86,15 +88,33 @@ def vacuum(
     limit: int | None,
 ) -> None:
     """Delete files the table no longer needs (data, DV and change data files). Iceberg:
-    expire old snapshots, then delete the files only they reached and orphan files."""
+    expire old snapshots, then delete the files only they reached and orphan files.
+    Paimon: delete orphan files (snapshot expiry stays Paimon's)."""
     from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.paimon.tables import PaimonTable
     from dvtool.render.renderer import Renderer
-    from dvtool.table import open_table
+    from dvtool.table import open_readable_table
 
     click.get_current_context().meta[TABLE_META] = table
     options = parse_storage_options(storage_options)
-    log = open_table(table, options, catalog)
+    log = open_readable_table(table, options, catalog)
+    if isinstance(log, PaimonTable):
+        refused = [
+            n
+            for n, v in (("--lite", lite), ("--log", log_only), ("--retain-last", retain_last))
+            if v
+        ]
+        if refused:
+            raise UsageError(
+                f"{', '.join(refused)} does not apply to Paimon tables",
+                hint="A Paimon table's vacuum deletes its orphan files; snapshot expiry is "
+                "Paimon's own (snapshot.num-retained.*, snapshot.time-retained).",
+            )
+        _vacuum_paimon(
+            log, parse_duration(retain) if retain else None, dry_run, force, as_json, limit
+        )
+        return
     if not isinstance(log, DeltaLog):
         refused = [n for n, v in (("--lite", lite), ("--log", log_only)) if v]
         if refused:
@@ -142,6 +162,26 @@ def _vacuum_iceberg(
     with renderer.progress("deleting") as progress:
         result = run_vacuum_iceberg(table, request, progress, storage_options=options or None)
     renderer.vacuum_iceberg(result)
+    if result.failed:
+        click.get_current_context().exit(exit_code_of("storage"))
+
+
+def _vacuum_paimon(
+    table: PaimonTable,
+    retain_ms: int | None,
+    dry_run: bool,
+    force: bool,
+    as_json: bool,
+    limit: int | None,
+) -> None:
+    """`vacuum` on a Paimon table: delete its orphan files (snapshot expiry is Paimon's)."""
+    from dvtool.commands.vacuum.paimon import run_vacuum_paimon
+    from dvtool.render.renderer import Renderer
+
+    renderer = Renderer(as_json, limit=limit)
+    with renderer.progress("deleting") as progress:
+        result = run_vacuum_paimon(table, retain_ms, dry_run, force, progress)
+    renderer.vacuum_paimon(result)
     if result.failed:
         click.get_current_context().exit(exit_code_of("storage"))
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # one command runs per process: do not import the others (sta
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
     from dvtool.commands.vacuum.iceberg import IcebergVacuumResult
+    from dvtool.commands.vacuum.paimon import PaimonVacuumResult
 
 
 class Renderer(Output):
@@ -129,6 +130,11 @@ class Renderer(Output):
 
     def vacuum_iceberg(self, result: IcebergVacuumResult) -> None:
         from dvtool.render import vacuum_iceberg as view
+
+        view.show(self, result)
+
+    def vacuum_paimon(self, result: PaimonVacuumResult) -> None:
+        from dvtool.render import vacuum_paimon as view
 
         view.show(self, result)
 

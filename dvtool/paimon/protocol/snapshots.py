@@ -61,6 +61,8 @@ class Snapshot:
     changelog_record_count: int | None
     watermark: int | None
     properties: dict[str, str]
+    statistics: str | None = None
+    """The statistics file (under `statistics/`) an ANALYZE commit wrote, if any."""
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Snapshot:
@@ -84,6 +86,7 @@ class Snapshot:
                 changelog_record_count=_optional_int(raw.get("changelogRecordCount")),
                 watermark=_optional_int(raw.get("watermark")),
                 properties={str(k): str(v) for k, v in (raw.get("properties") or {}).items()},
+                statistics=_optional_str(raw.get("statistics")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise LogError(f"not a Paimon snapshot file: {e}") from None

@@ -1,0 +1,193 @@
+"""Orphan files of a Paimon table: files in its data and metadata folders that no kept
+snapshot, tag or changelog reaches, as Paimon's `remove_orphan_files` procedure finds them
+(`OrphanFilesClean`, shared by its local and Spark cleaners).
+
+- What is used, by file name (Paimon's files are named by UUID): for every snapshot in
+  `snapshot/`, every tag in `tag/` and every long-lived changelog in `changelog/` (each a
+  snapshot document): its manifest lists (base, delta, changelog), every manifest they
+  list, every file every entry of those manifests names (ADD and DELETE, with its extra
+  files), its index manifest and every index file in it, its statistics file. Each
+  manifest is read once however many snapshots share it. A metadata file that cannot be
+  read stops the plan: dvtool deletes nothing it cannot prove unused.
+- What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
+  every `bucket-*` folder found by descending exactly as many `key=value` partition
+  folders as the table has partition keys. Nothing else is ever a candidate: not the table
+  root, `schema/`, `snapshot/`, `tag/`, `consumer/`, a partition folder above its buckets.
+- Only files last modified before the cutoff are orphans (Paimon's default: a day ago): a
+  writer that has not committed yet may be writing the others.
+
+Not handled, so refused (`WriteRefusedError`): branches (`branch/` holding any: their
+snapshots share the table's files) and data files in external paths
+(`data-file.external-paths`). Paimon's cleaner also removes temporary files a failed
+commit left in `snapshot/` and `changelog/`; dvtool leaves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from dvtool.errors import LogError, WriteRefusedError, exception_text
+from dvtool.io_pool import map_io
+from dvtool.paimon.avro_files import decode_avro
+from dvtool.paimon.protocol.manifests import (
+    ManifestFileMeta,
+    index_manifest_entry,
+    manifest_entry,
+    manifest_file_meta,
+)
+from dvtool.paimon.protocol.snapshots import Snapshot, snapshot_id_of
+from dvtool.paimon.snapshot_files import DECODE_ERRORS
+from dvtool.paimon.tables import MANIFEST_DIR, PaimonTable
+from dvtool.storage.listing import FileInfo
+
+TAG_DIR, CHANGELOG_DIR, BRANCH_DIR = "tag", "changelog", "branch"
+INDEX_DIR, STATISTICS_DIR = "index", "statistics"
+EXTERNAL_PATHS = "data-file.external-paths"
+DEFAULT_ORPHAN_RETENTION_MS = 24 * 3600 * 1000
+"""Paimon's `remove_orphan_files` default `older_than`: files modified a day ago or more."""
+
+
+@dataclass(frozen=True)
+class OrphanFile:
+    """A file no kept snapshot reaches: its path under the table and its size."""
+
+    path: str
+    size: int
+    modification_time_ms: int
+
+
+@dataclass
+class UsedFiles:
+    """The file names the kept snapshots, tags and changelogs reach, and how many roots."""
+
+    names: set[str] = field(default_factory=set)
+    roots: int = 0
+
+
+def used_files(table: PaimonTable) -> UsedFiles:
+    """Every file name a kept snapshot, tag or changelog reaches (module docstring)."""
+    roots = _roots(table)
+    used = UsedFiles(roots=len(roots))
+    lists: set[str] = set()
+    index_manifests: set[str] = set()
+    for root in roots:
+        lists.update(n for n in (*root.manifest_lists(), root.changelog_manifest_list) if n)
+        if root.index_manifest:
+            index_manifests.add(root.index_manifest)
+        if root.statistics:
+            used.names.add(root.statistics)
+    manifests = {
+        m.file_name for found in map_io(_manifests_of(table), sorted(lists)) for m in found
+    }
+    for names in map_io(_files_of(table), sorted(manifests)):
+        used.names.update(names)
+    for names in map_io(_index_files_of(table), sorted(index_manifests)):
+        used.names.update(names)
+    used.names |= lists | manifests | index_manifests
+    return used
+
+
+def _roots(table: PaimonTable) -> list[Snapshot]:
+    """The kept snapshots, tags and changelogs, each read as a snapshot document."""
+    roots = [table.snapshot(i) for i in table.snapshot_ids()]
+    for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, "changelog-")):
+        listing = table.storage.list_dir(table.storage.join(folder))
+        roots += map_io(
+            lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
+        )
+    return roots
+
+
+def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
+    try:
+        return Snapshot.from_json(table.storage.read(info.location))
+    except LogError as e:
+        raise LogError(f"{e.message}: {info.location}") from None
+
+
+def _records(table: PaimonTable, name: str, kind: str) -> list[dict[str, object]]:
+    location = table.manifest_path(name)
+    try:
+        return decode_avro(table.storage.read(location), location)
+    except DECODE_ERRORS as e:
+        raise LogError(f"cannot read the Paimon {kind} {location}: {exception_text(e)}") from None
+
+
+def _manifests_of(table: PaimonTable) -> Callable[[str], list[ManifestFileMeta]]:
+    return lambda name: [manifest_file_meta(r) for r in _records(table, name, "manifest list")]
+
+
+def _files_of(table: PaimonTable) -> Callable[[str], set[str]]:
+    def names(manifest: str) -> set[str]:
+        out: set[str] = set()
+        for record in _records(table, manifest, "manifest"):
+            entry = manifest_entry(record)
+            out.add(entry.file.file_name)
+            out.update(entry.file.extra_files)
+        return out
+
+    return names
+
+
+def _index_files_of(table: PaimonTable) -> Callable[[str], set[str]]:
+    return lambda name: {
+        index_manifest_entry(r).index_file.file_name
+        for r in _records(table, name, "index manifest")
+    }
+
+
+def check_supported(table: PaimonTable) -> None:
+    """WriteRefusedError for what dvtool does not clean: branches, external data paths."""
+    branches = table.storage.list_subdirs(table.storage.join(BRANCH_DIR))
+    if branches:
+        raise WriteRefusedError(
+            f"the Paimon table has branches ({', '.join(branches)}), whose snapshots share its "
+            "files; dvtool does not clean tables with branches",
+            hint="Run Paimon's remove_orphan_files procedure, which reads every branch.",
+        )
+    if table.latest_schema().options.get(EXTERNAL_PATHS):
+        raise WriteRefusedError(
+            f"the Paimon table writes data files to external paths ({EXTERNAL_PATHS}); "
+            "dvtool does not clean outside the table folder",
+            hint="Run Paimon's remove_orphan_files procedure.",
+        )
+
+
+def candidate_files(table: PaimonTable) -> list[FileInfo]:
+    """The files of the folders Paimon's cleaner lists (module docstring)."""
+    storage = table.storage
+    keys = len(table.latest_schema().partition_keys)
+    folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, keys)]
+    return [
+        info
+        for found in map_io(lambda f: storage.list_dir(storage.join(f)), folders)
+        for info in found
+    ]
+
+
+def _bucket_folders(table: PaimonTable, partition_keys: int) -> list[str]:
+    """The `bucket-*` folders under exactly `partition_keys` levels of `key=value` ones."""
+    level = [""]
+    for _ in range(partition_keys):
+        listed = map_io(lambda d: (d, table.storage.list_subdirs(table.storage.join(d))), level)
+        level = [f"{d}/{n}" if d else n for d, names in listed for n in names if "=" in n]
+    listed = map_io(lambda d: (d, table.storage.list_subdirs(table.storage.join(d))), level)
+    return [f"{d}/{n}" if d else n for d, names in listed for n in names if n.startswith("bucket-")]
+
+
+def orphan_files(
+    table: PaimonTable, cutoff_ms: int, candidates: Iterable[FileInfo], used: UsedFiles
+) -> list[OrphanFile]:
+    """The candidates no kept snapshot reaches, last modified before `cutoff_ms`."""
+    out = []
+    for info in candidates:
+        if info.name in used.names or snapshot_id_of(info.name) is not None:
+            continue
+        if info.modification_time_ms is None or info.modification_time_ms >= cutoff_ms:
+            continue
+        relative = table.storage.relative_to_root(info.location)
+        if relative is None:
+            continue
+        out.append(OrphanFile(relative, info.size, info.modification_time_ms))
+    return sorted(out, key=lambda f: f.path)
