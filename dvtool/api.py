@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from dvtool.commands.restore.command import RestoreResult
     from dvtool.commands.vacuum.command import VacuumResult
     from dvtool.commands.vacuum.iceberg import IcebergVacuumResult
+    from dvtool.commands.vacuum.paimon import PaimonVacuumResult
     from dvtool.delta.log.reader import DeltaLog
     from dvtool.engines.base import Engine
 
@@ -186,7 +187,7 @@ def vacuum(
     storage_options: Mapping[str, str] | None = None,
     catalog: str | None = None,
     retain_last: int | None = None,
-) -> VacuumResult | IcebergVacuumResult:
+) -> VacuumResult | IcebergVacuumResult | PaimonVacuumResult:
     """Delete the files the table no longer needs; `dvtool vacuum`.
 
     `retain` is a duration as the CLI takes it (`"168h"`, `"7d"`; default the table's
@@ -194,16 +195,25 @@ def vacuum(
     `lite` takes candidates from the log instead of listing the directory. `result.failed`
     lists files that could not be deleted. An Iceberg table (by location, or with `catalog`
     its `namespace.table`) has its snapshots expired (older than `retain`, each branch
-    keeping `retain_last`) and returns an `IcebergVacuumResult`; `lite` is Delta's only.
+    keeping `retain_last`) and returns an `IcebergVacuumResult`; `lite` is Delta's only. A
+    Paimon table has its orphan files older than `retain` (default a day) deleted and
+    returns a `PaimonVacuumResult`.
     """
     from dvtool.commands.vacuum.command import VacuumRequest, parse_duration, run_vacuum
     from dvtool.delta.log.reader import DeltaLog
-    from dvtool.table import open_table
+    from dvtool.paimon.tables import PaimonTable
+    from dvtool.table import open_readable_table
 
     retain_ms = parse_duration(retain) if retain is not None else None
     interrupts.begin_library_call()
     options = dict(storage_options or {})
-    opened = open_table(os.fspath(table), options, catalog)
+    opened = open_readable_table(os.fspath(table), options, catalog)
+    if isinstance(opened, PaimonTable):
+        from dvtool.commands.vacuum.paimon import run_vacuum_paimon
+
+        if lite or retain_last is not None:
+            raise UsageError("lite and retain_last do not apply to Paimon tables")
+        return run_vacuum_paimon(opened, retain_ms, dry_run, force)
     if isinstance(opened, DeltaLog):
         if retain_last is not None:
             raise UsageError("retain_last applies to Iceberg tables only")

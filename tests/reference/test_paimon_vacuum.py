@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from dvtool.errors import UsageError
 from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_writes import cli_json
@@ -121,6 +122,12 @@ def test_what_vacuum_refuses(paimon_tables: dict[str, Any], tmp_path: Path) -> N
     for option in (["--lite"], ["--log"], ["--retain-last", "2"]):
         refused = run("vacuum", root, *option)
         assert refused.exit_code == 2 and "Paimon" in all_output(refused)
+    import dvtool
+
+    result = dvtool.vacuum(root, retain="2d", dry_run=True)
+    assert result.to_json()["format"] == "paimon" and result.files == []
+    with pytest.raises(UsageError):
+        dvtool.vacuum(root, retain_last=3)
     (root / "branch" / "branch-dev" / "snapshot").mkdir(parents=True)
     branches = run("vacuum", root, "--dry-run")
     assert branches.exit_code == 7 and "branches (branch-dev)" in all_output(branches)
