@@ -12,8 +12,8 @@ Delta's not-found error, which says why (a file, no such directory), with a hint
 the formats.
 
 `open_table` opens Delta and Iceberg tables, the formats every command handles; a Paimon
-table there is a usage error naming what dvtool does with Paimon tables (`inspect`), which
-opens it with `open_readable_table`.
+table there is a usage error naming what dvtool does with Paimon tables (`inspect` and
+`vacuum`, which open it with `open_readable_table`).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ NOT_FOUND_HINT = (
     "schema/ and snapshot/), or give --catalog NAME."
 )
 PAIMON_COMMANDS_HINT = (
-    "dvtool reads Paimon tables with `dvtool inspect` (--files, --history, --verify, "
-    "--check); compaction, snapshot expiry and orphan cleanup are Paimon's own procedures."
+    "dvtool inspects Paimon tables (`dvtool inspect`) and deletes their orphan files "
+    "(`dvtool vacuum`); compaction and snapshot expiry are Paimon's own procedures."
 )
 
 

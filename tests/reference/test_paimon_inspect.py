@@ -195,7 +195,7 @@ def test_recursive_inspect_and_other_commands(paimon_tables: dict[str, Any]) -> 
     for name, table in found.items():
         assert table["format"] == "paimon" and table["status"] == "ok"
         assert table["summary"]["logical_rows"] == len(paimon_tables[name]["expected"])
-    refused = run("vacuum", paimon_tables["pk_dv"]["path"], "--dry-run")
+    refused = run("optimize", paimon_tables["pk_dv"]["path"], "--dry-run")
     assert refused.exit_code == 2 and "Paimon table" in all_output(refused)
 
 

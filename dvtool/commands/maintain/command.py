@@ -74,8 +74,8 @@ ICEBERG_NOT_MAINTAINED = (
     "(dvtool optimize --rewrite-deletes / --convert-equality and dvtool vacuum do)"
 )
 PAIMON_NOT_MAINTAINED = (
-    "a Paimon table: compaction and snapshot expiry are Paimon's own procedures "
-    "(dvtool inspect --check tells when a full compaction is due)"
+    "a Paimon table: maintain does not run its loop on Paimon tables yet (dvtool vacuum "
+    "deletes their orphan files; compaction and snapshot expiry are Paimon's own)"
 )
 DONE, NOTHING, PLANNED, SKIPPED, FAILED, NOT_RUN = (
     "done",
