@@ -30,7 +30,7 @@ and equality deletes committed meanwhile (newer) still do.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,12 +109,19 @@ def target_size(properties: dict[str, str], requested: int | None) -> Sizes:
     return Sizes(size)
 
 
-def plan_compaction(table: IcebergTable, live: LiveFiles, sizes: Sizes) -> RewritePlan:
-    """The bins of a bin-pack compaction (module docstring), with the starting snapshot's
-    sequence number."""
+def plan_compaction(
+    table: IcebergTable,
+    live: LiveFiles,
+    sizes: Sizes,
+    selected: Callable[[LiveDataFile], bool] | None = None,
+) -> RewritePlan:
+    """The bins of a bin-pack compaction (module docstring) of the `selected` files (all by
+    default), with the starting snapshot's sequence number."""
     snapshot = table.metadata.current_snapshot()
     sequence = (snapshot.sequence_number or 0) if snapshot is not None else 0
-    candidates = [f for f in live.data if _candidate(f, live, sizes)]
+    candidates = [
+        f for f in live.data if (selected is None or selected(f)) and _candidate(f, live, sizes)
+    ]
     by_partition: dict[Any, list[LiveDataFile]] = {}
     for f in candidates:
         key = partition_key(f.entry.spec_id, f.entry.partition)
