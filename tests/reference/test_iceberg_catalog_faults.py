@@ -2,13 +2,14 @@
 
 The companion of test_iceberg_faults.py (path tables; its docstring says what is checked)
 for the steps only a catalog table reaches (`delete`; `optimize --purge` at its commit): a
-format-version 3 table's commit writes the new `{N:05d}-<uuid>.metadata.json` itself (step `iceberg-metadata-written`) and then moves
-the catalog's row (`UPDATE ... WHERE metadata_location = <base>`, step `commit`); a v2
-table's commit is pyiceberg's `SqlCatalog.commit_table` (step `commit`). Tables written by
-Iceberg Spark in the `iceberg_sql_catalog` fixture's catalog (`sqlcat`), deleted from with
-`python -m dvtool delete --catalog sqlcat ...` (the catalog configured by
-`PYICEBERG_CATALOG__SQLCAT__*`). Each case lays the table's files anew from a pristine
-copy and points the catalog's row back at its metadata file.
+format-version 3 table's commit writes the new `{N:05d}-<uuid>.metadata.json` itself (step
+`iceberg-metadata-written`) and then moves the catalog's row (`UPDATE ... WHERE
+metadata_location = <base>`, step `commit`); a v2 table's commit is pyiceberg's
+`SqlCatalog.commit_table` (step `commit`). Tables written by Iceberg Spark in the
+`iceberg_sql_catalog` fixture's catalog (`sqlcat`), deleted from with `python -m dvtool
+delete --catalog sqlcat ...` (the catalog configured by `PYICEBERG_CATALOG__SQLCAT__*`).
+Each case lays the table's files anew from a pristine copy and points the catalog's row back
+at its metadata file.
 
 After each: Iceberg Spark and every oracle (through the catalog) read the rows before or
 after; `inspect --verify` is clean; after an attempt not killed, every file it added is
