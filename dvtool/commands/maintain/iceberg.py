@@ -41,6 +41,7 @@ from dvtool.commands.maintain.outcome import (
     StepOutcome,
     StepRunner,
     TableOutcome,
+    counted,
     rewrite_detail,
     run_steps,
 )
@@ -170,7 +171,7 @@ class _IcebergRun:
         inputs, outputs = m["rewrittenDataFiles"], m["plannedDataFiles"]
         what = rewrite_detail(inputs, outputs, m["removedDeletedRows"])
         if m["removedDeleteFiles"]:
-            what += f", removing {m['removedDeleteFiles']:,} delete files"
+            what += f", removing {counted(m['removedDeleteFiles'], 'delete file')}"
         if not inputs and not m["removedDeleteFiles"]:
             return StepOutcome(step, NOTHING, "no files to rewrite", result.to_json())
         if result.dry_run:
@@ -188,7 +189,10 @@ class _IcebergRun:
         result = self._optimize(IcebergOptimizeRequest(step, self.dry_run))
         removed = result.metrics["removedDeleteEntries"]
         rewritten = result.metrics["dataFilesWithNewDeletes"]
-        what = f"{removed:,} delete files, writing the deletes of {rewritten:,} data files"
+        what = (
+            f"{counted(removed, 'delete file')}, writing the deletes of "
+            f"{counted(rewritten, 'data file')}"
+        )
         if not (removed or rewritten) or (not result.dry_run and result.snapshot_id is None):
             return StepOutcome(step, NOTHING, "no delete files to rewrite", result.to_json())
         if result.dry_run:
@@ -204,11 +208,11 @@ class _IcebergRun:
         if not (listed.files or listed.expired_snapshots or listed.expired_refs):
             return StepOutcome("vacuum", NOTHING, "nothing to expire or delete", listed.to_json())
         what = (
-            f"{len(listed.expired_snapshots):,} snapshots and {listed.num_files:,} files "
-            f"({listed.num_bytes:,} bytes)"
+            f"expire {counted(len(listed.expired_snapshots), 'snapshot')} and delete "
+            f"{counted(listed.num_files, 'file')} ({listed.num_bytes:,} bytes)"
         )
         if self.dry_run:
-            return StepOutcome("vacuum", PLANNED, f"would expire/delete {what}", listed.to_json())
+            return StepOutcome("vacuum", PLANNED, f"would {what}", listed.to_json())
         result = self._run_vacuum(IcebergVacuumRequest(retain_ms=retain_ms))
         if result.committed_metadata_location is not None:
             self._committed(None)
@@ -224,8 +228,8 @@ class _IcebergRun:
             )
             raise StepFailed(error, result.to_json())
         detail = (
-            f"expired {len(result.expired_snapshots):,} snapshots, deleted "
-            f"{result.deleted_files:,} files ({result.deleted_bytes:,} bytes)"
+            f"expired {counted(len(result.expired_snapshots), 'snapshot')}, deleted "
+            f"{counted(result.deleted_files, 'file')} ({result.deleted_bytes:,} bytes)"
         )
         return StepOutcome("vacuum", DONE, detail, result.to_json())
 

@@ -36,14 +36,21 @@ When each step is due:
   vacuumed (its files may be shared): the step does not apply.
 
 Equality deletes are left as they are: the loop does not convert them (the rewrite-deletes
-step's reason counts them, naming `dvtool optimize --convert-equality`). Iceberg's own
-maintenance does not convert them either (Spark has no such procedure; for Flink's upsert
-tables the guidance is a periodic `rewrite_data_files`, which applies them while rewriting
-data files: what the purge step does, counting equality-deleted rows in a file's ratio). A
-conversion scans the key columns of every data file an equality delete applies to (all older
-files of its partition, often the whole table) on every run, and must be validated against
-data files committed concurrently, which a streaming upsert writer adds at every checkpoint:
-it would conflict and plan again night after night.
+step's reason counts them, naming `dvtool optimize --convert-equality`). Why:
+
+- Iceberg's own maintenance does not convert them either: Spark has no such procedure, and
+  for Flink's upsert tables the guidance is a periodic `rewrite_data_files`, which applies
+  them while rewriting data files. That is what the purge step does: a file's deleted ratio
+  counts the rows equality deletes remove, a file at or above the ratio is rewritten
+  without them, and an equality delete file goes once no live data file is left for it.
+- Tables with equality deletes are written by streaming upsert writers, which commit data
+  files at every checkpoint. A conversion must be validated against every data file added
+  or removed meanwhile (`validate_delete_rewrite`), so on such a table it would conflict and
+  plan again run after run; the purge's validation lets concurrent appends and equality
+  deletes through (their sequence numbers keep them right).
+- A conversion writes position deletes or DVs for every data file an equality delete
+  matches, however few rows it removes there; left alone, those rows are dropped when the
+  purge or the compaction rewrites the file anyway.
 
 v1 tables have no delete files and dvtool does not rewrite their data files: only the vacuum
 applies. An Iceberg table's version in the plan is its current snapshot's sequence number.

@@ -210,9 +210,11 @@ def _run_step(outcome: TableOutcome, planned: PlannedStep, runner: StepRunner) -
         return StepOutcome(planned.step, FAILED, message)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 file`, `2,953 files` (nouns taking an `s`)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def rewrite_detail(inputs: int, outputs: int, rows: int) -> str:
     """`N files into M, dropping R deleted rows`: what a purge or compaction rewrites."""
-    return (
-        f"{inputs:,} file{'' if inputs == 1 else 's'} into {outputs:,}, "
-        f"dropping {rows:,} deleted row{'' if rows == 1 else 's'}"
-    )
+    return f"{counted(inputs, 'file')} into {outputs:,}, dropping {counted(rows, 'deleted row')}"

@@ -265,3 +265,28 @@ def test_a_catalog_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(loaded.inspect.files()) == 1
     refused = run("maintain", "--catalog", "mx", "-r", "db")
     assert refused.exit_code == 2 and "--catalog" in all_output(refused)
+
+
+def test_time_budget_spent_after_the_purge_starts_nothing_more(tmp_path: Path) -> None:
+    """A clock that jumps past the budget once the purge has started: the later Iceberg
+    steps are skipped, the Delta-only ones still not applicable; the table reads the same."""
+    from dvtool.commands.maintain.command import MaintainRequest, run_maintain
+
+    lake = _lake(tmp_path / "lake")
+    readings = iter([0.0, 0.0, 0.0])  # the deadline, the table's start, the purge's start
+
+    def clock() -> float:
+        return next(readings, 3600.0)
+
+    result = run_maintain([str(lake.ice)], MaintainRequest(time_budget_ms=60_000), clock=clock)
+    [outcome] = result.tables
+    assert outcome.status == "partial" and result.exit_code == 0
+    assert [(a.step, a.status) for a in outcome.actions] == [
+        ("purge", "done"),
+        ("rewrite-deletes", "skipped"),
+        ("compaction", "skipped"),
+        ("checkpoint", "not-applicable"),
+        ("vacuum", "skipped"),
+        ("log-cleanup", "not-applicable"),
+    ]
+    assert _rows(lake.ice) == _expected(range(300), lake.deleted)
