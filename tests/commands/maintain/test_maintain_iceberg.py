@@ -290,3 +290,42 @@ def test_time_budget_spent_after_the_purge_starts_nothing_more(tmp_path: Path) -
         ("log-cleanup", "not-applicable"),
     ]
     assert _rows(lake.ice) == _expected(range(300), lake.deleted)
+
+
+def test_iceberg_thresholds_come_from_flags_then_table_properties(tmp_path: Path) -> None:
+    day = 24 * 3600 * 1000
+    properties = {
+        "dvtool.maintain.purgeRatio": "0.5",
+        "write.target-file-size-bytes": "1048576",
+        "history.expire.max-snapshot-age-ms": str(2 * day),
+    }
+    folder = _appended(tmp_path / "t", 2, 1, properties)
+    settings = _json("maintain", folder, "--dry-run")["tables"][0]["plan"]["settings"]
+    assert settings == {
+        "purge_ratio": {"value": 0.5, "source": "property", "name": "dvtool.maintain.purgeRatio"},
+        "target_size": {
+            "value": 1048576,
+            "source": "property",
+            "name": "write.target-file-size-bytes",
+        },
+        "checkpoint_interval": {"value": None, "source": "not-applicable", "name": None},
+        "retention_ms": {
+            "value": 2 * day,
+            "source": "property",
+            "name": "history.expire.max-snapshot-age-ms",
+        },
+    }
+    flags = ("--purge-ratio", "0.1", "--target-size", "2MiB", "--retain", "1d", "--dry-run")
+    settings = _json("maintain", folder, *flags)["tables"][0]["plan"]["settings"]
+    assert settings["purge_ratio"] == {"value": 0.1, "source": "flag", "name": None}
+    assert settings["target_size"] == {"value": 2 * 1048576, "source": "flag", "name": None}
+    assert settings["retention_ms"]["value"] == 2 * day  # a shorter --retain is ignored
+    # A longer one is used for snapshots and orphans alike, never below Iceberg's 3 days.
+    longer = _json("maintain", folder, "--retain", "60h", "--dry-run")["tables"][0]
+    assert longer["plan"]["settings"]["retention_ms"] == {
+        "value": 3 * day,
+        "source": "flag",
+        "name": None,
+    }
+    vacuum = {a["step"]: a for a in longer["actions"]}["vacuum"]["result"]
+    assert vacuum["retention_ms"] == vacuum["orphan_retention_ms"] == 3 * day
