@@ -129,20 +129,19 @@ class _IcebergRun:
     def _optimize(self, request: IcebergOptimizeRequest) -> IcebergOptimizeResult:
         result = run_optimize_iceberg(self.table, request)
         if result.snapshot_id is not None:
-            self._committed(result.snapshot_id)
+            self._committed(result.snapshot_ids or [result.snapshot_id])
         return result
 
-    def _committed(self, snapshot_id: int | None) -> None:
-        """Follow the head after a commit; record the new snapshot's sequence number."""
+    def _committed(self, snapshot_ids: list[int]) -> None:
+        """Follow the head after a commit; record the new snapshots' sequence numbers."""
         from dvtool.iceberg.catalog_commit import refresh
 
         self.table = refresh(self.table)
-        if snapshot_id is None:
-            return
-        snapshot = self.table.metadata.snapshot_by_id(snapshot_id)
-        self.metrics["snapshot_ids"].append(snapshot_id)
-        if snapshot is not None and snapshot.sequence_number is not None:
-            self.metrics["versions"].append(int(snapshot.sequence_number))
+        for snapshot_id in snapshot_ids:
+            snapshot = self.table.metadata.snapshot_by_id(snapshot_id)
+            self.metrics["snapshot_ids"].append(snapshot_id)
+            if snapshot is not None and snapshot.sequence_number is not None:
+                self.metrics["versions"].append(int(snapshot.sequence_number))
 
     def _purge(self, planned: PlannedStep) -> StepOutcome:
         if not planned.due:
@@ -215,7 +214,7 @@ class _IcebergRun:
             return StepOutcome("vacuum", PLANNED, f"would {what}", listed.to_json())
         result = self._run_vacuum(IcebergVacuumRequest(retain_ms=retain_ms))
         if result.committed_metadata_location is not None:
-            self._committed(None)
+            self._committed([])
         self.metrics["expired_snapshots"] = len(result.expired_snapshots)
         self.metrics["vacuumed_files"] = result.deleted_files
         self.metrics["vacuumed_bytes"] = result.deleted_bytes
