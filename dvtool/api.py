@@ -380,6 +380,7 @@ def maintain(
     time_budget: str | None = None,
     spark: Any = None,
     storage_options: Mapping[str, str] | None = None,
+    catalog: str | None = None,
 ) -> MaintainResult:
     """Purge, compact, checkpoint, vacuum and clean up the log of each table; `dvtool maintain`.
 
@@ -388,6 +389,10 @@ def maintain(
     `target_size` bytes: `delta.targetFileSize`, else 256 MiB; `checkpoint_interval`:
     `delta.checkpointInterval`, else 10); `retain` (`"30d"`) only lengthens the table's
     retention; `time_budget` (`"30m"`) stops starting new steps and tables once spent.
+    Iceberg tables get purge, rewrite of delete files, compaction and vacuum (`target_size`:
+    `write.target-file-size-bytes`, else 512 MiB; `retain` lengthens
+    `history.expire.max-snapshot-age-ms`); with `catalog` the targets are that Iceberg
+    catalog's `namespace.table` names.
     `dry_run` plans and writes nothing; `spark` is a SparkSession to rewrite on. A table's
     failure never raises: `result.tables` holds each one's plan, actions, metrics and
     error, and `result.exit_code` is the worst of theirs.
@@ -417,6 +422,7 @@ def maintain(
             recursive=recursive,
             storage_options=storage_options,
             engine_for=lambda _bytes: engine,
+            catalog=catalog,
         )
 
 
