@@ -323,7 +323,9 @@ def optimize(
     compacted (default target `write.target-file-size-bytes`, else 512 MiB);
     `rewrite_deletes` combines position deletes per partition (v3: into deletion vectors)
     and `convert_equality` turns equality deletes into position deletes or DVs (at most one
-    of the three). Returns the `IcebergOptimizeResult` (`snapshot_id`, `metrics`, `bins`).
+    of the three); `where` (purge and compaction) chooses the data files whose column
+    metrics do not rule out a matching row, on any column. Returns the
+    `IcebergOptimizeResult` (`snapshot_id`, `metrics`, `bins`).
     """
     from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
     from dvtool.delta.log.reader import DeltaLog
@@ -332,26 +334,21 @@ def optimize(
     interrupts.begin_library_call()
     opened = open_table(os.fspath(table), dict(storage_options or {}), catalog)
     if not isinstance(opened, DeltaLog):
-        from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
+        from dvtool.commands.optimize.iceberg import optimize_request, run_optimize_iceberg
 
-        chosen = [
-            n
-            for n, on in (
-                ("purge", purge),
-                ("rewrite-deletes", rewrite_deletes),
-                ("convert-equality", convert_equality),
-            )
-            if on
-        ]
-        if len(chosen) > 1 or where is not None:
-            raise UsageError(
-                "on Iceberg tables give at most one of purge, rewrite_deletes and "
-                "convert_equality (where is not supported)"
-            )
-        operation = chosen[0] if chosen else "compact"
-        return run_optimize_iceberg(
-            opened, IcebergOptimizeRequest(operation, dry_run, min_deleted_ratio, target_size)
+        flags = {
+            "purge": purge,
+            "rewrite-deletes": rewrite_deletes,
+            "convert-equality": convert_equality,
+        }
+        iceberg_request = optimize_request(
+            flags,
+            dry_run=dry_run,
+            min_deleted_ratio=min_deleted_ratio,
+            target_size=target_size,
+            where=where,
         )
+        return run_optimize_iceberg(opened, iceberg_request)
     if rewrite_deletes or convert_equality:
         raise UsageError("rewrite_deletes and convert_equality apply to Iceberg tables only")
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)
@@ -401,6 +398,7 @@ def maintain(
     time_budget: str | None = None,
     spark: Any = None,
     storage_options: Mapping[str, str] | None = None,
+    catalog: str | None = None,
 ) -> MaintainResult:
     """Purge, compact, checkpoint, vacuum and clean up the log of each table; `dvtool maintain`.
 
@@ -409,6 +407,10 @@ def maintain(
     `target_size` bytes: `delta.targetFileSize`, else 256 MiB; `checkpoint_interval`:
     `delta.checkpointInterval`, else 10); `retain` (`"30d"`) only lengthens the table's
     retention; `time_budget` (`"30m"`) stops starting new steps and tables once spent.
+    Iceberg tables get purge, rewrite of delete files, compaction and vacuum (`target_size`:
+    `write.target-file-size-bytes`, else 512 MiB; `retain` lengthens
+    `history.expire.max-snapshot-age-ms`); with `catalog` the targets are that Iceberg
+    catalog's `namespace.table` names.
     `dry_run` plans and writes nothing; `spark` is a SparkSession to rewrite on. A table's
     failure never raises: `result.tables` holds each one's plan, actions, metrics and
     error, and `result.exit_code` is the worst of theirs.
@@ -438,6 +440,7 @@ def maintain(
             recursive=recursive,
             storage_options=storage_options,
             engine_for=lambda _bytes: engine,
+            catalog=catalog,
         )
 
 

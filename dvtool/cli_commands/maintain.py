@@ -1,4 +1,5 @@
-"""`dvtool maintain`: purge, compact, checkpoint, vacuum and clean up the log of many tables."""
+"""`dvtool maintain`: purge, compact, checkpoint, vacuum and clean up the log of many tables
+(Iceberg tables: purge, rewrite delete files, compact, vacuum)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,14 @@ from dvtool.cli_options import (
     "-r",
     "--recursive",
     is_flag=True,
-    help="Maintain every Delta table (directory holding _delta_log) under each prefix; "
-    "Iceberg tables found (metadata/) are listed, every step skipped; directories starting "
-    "with _ or . are not searched.",
+    help="Maintain every table under each prefix (Delta: a directory holding _delta_log; "
+    "Iceberg: metadata/*.metadata.json); directories starting with _ or . are not searched.",
+)
+@click.option(
+    "--catalog",
+    metavar="NAME",
+    help="The TABLEs are Iceberg tables of this catalog (namespace.table), configured as "
+    "pyiceberg configures it (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__*).",
 )
 @click.option("--dry-run", is_flag=True, help="Print each table's plan; write nothing.")
 @click.option(
@@ -41,7 +47,7 @@ from dvtool.cli_options import (
     type=SizeParam(minimum=1),
     metavar="SIZE",
     help="Compact files below this size: bytes, 256MB, 1GiB (default: delta.targetFileSize, "
-    "else 256 MiB).",
+    "else 256 MiB; Iceberg: write.target-file-size-bytes, else 512 MiB).",
 )
 @click.option(
     "--checkpoint-interval",
@@ -54,7 +60,7 @@ from dvtool.cli_options import (
     "--retain",
     metavar="DURATION",
     help="Vacuum retention, only to lengthen the table's delta.deletedFileRetentionDuration "
-    "(a shorter one is ignored): 168h, 30d.",
+    "(Iceberg: history.expire.max-snapshot-age-ms; a shorter one is ignored): 168h, 30d.",
 )
 @click.option(
     "--time-budget",
@@ -68,6 +74,7 @@ def maintain(
     targets: Sequence[str],
     storage_options: Sequence[str],
     recursive: bool,
+    catalog: str | None,
     dry_run: bool,
     purge_ratio: float | None,
     target_size: int | None,
@@ -78,6 +85,9 @@ def maintain(
     as_json: bool,
 ) -> None:
     """Purge, compact, checkpoint, vacuum and clean up the log of tables (for cron).
+
+    Iceberg tables: purge, rewrite delete files, compact and vacuum (expire snapshots,
+    delete the files only they reach and orphan files).
 
     Exit code: the worst of the tables' (internal 70, integrity 6, storage 8, not-found 5,
     refused 7, usage 2, error 1, conflict 4; 0 when all succeeded or were skipped).
@@ -109,6 +119,7 @@ def maintain(
             storage_options=parse_storage_options(storage_options),
             engine_for=engine_for,
             progress=progress,
+            catalog=catalog,
         )
     renderer.maintain(result, as_given(targets))
     ctx = click.get_current_context()

@@ -130,7 +130,11 @@ def _delete_iceberg(
     "else 256 MiB; Iceberg: write.target-file-size-bytes, else 512 MiB).",
 )
 @click.option(
-    "--where", "where", metavar="SQL", help="Restrict to partitions (partition columns only)."
+    "--where",
+    "where",
+    metavar="SQL",
+    help="Restrict to partitions (partition columns only); Iceberg: to the data files whose "
+    "column metrics may hold a matching row.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option(
@@ -165,15 +169,22 @@ def optimize(
 
     renderer = Renderer(as_json, limit=limit)
     if not isinstance(table, DeltaLog):
-        if where is not None or batch_size is not None:
-            flag = "--where" if where is not None else "--batch-size"
-            raise UsageError(f"{flag} is not supported on Iceberg tables yet")
+        from dvtool.commands.optimize.iceberg import optimize_request, run_optimize_iceberg
+
         flags = {
             "purge": purge,
             "rewrite-deletes": rewrite_deletes,
             "convert-equality": convert_equality,
         }
-        _optimize_iceberg(table, flags, min_deleted_ratio, target_size, dry_run, renderer)
+        iceberg_request = optimize_request(
+            flags,
+            dry_run=dry_run,
+            min_deleted_ratio=min_deleted_ratio,
+            target_size=target_size,
+            where=where,
+            batch_size=batch_size,
+        )
+        renderer.optimize_iceberg(run_optimize_iceberg(table, iceberg_request))
         return
     if rewrite_deletes or convert_equality:
         flag = "--rewrite-deletes" if rewrite_deletes else "--convert-equality"
@@ -185,32 +196,6 @@ def optimize(
     with renderer.progress("rewriting") as progress:
         result = run_optimize(table, request, engine_for, progress)
     renderer.optimize(result)
-
-
-def _optimize_iceberg(
-    table: IcebergTable,
-    flags: dict[str, bool],
-    min_deleted_ratio: float | None,
-    target_size: int | None,
-    dry_run: bool,
-    renderer: Renderer,
-) -> None:
-    """`flags`: purge, rewrite-deletes, convert-equality (at most one); none: compaction."""
-    from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
-
-    chosen = [name for name, on in flags.items() if on]
-    if len(chosen) > 1:
-        raise UsageError(
-            "give at most one of --purge, --rewrite-deletes and --convert-equality",
-            hint="Without any of them dvtool optimize compacts small files.",
-        )
-    operation = chosen[0] if chosen else "compact"
-    if min_deleted_ratio is not None and operation != "purge":
-        raise UsageError("--min-deleted-ratio applies to --purge only")
-    if target_size is not None and operation != "compact":
-        raise UsageError("--target-size applies to compaction only (no --purge)")
-    request = IcebergOptimizeRequest(operation, dry_run, min_deleted_ratio, target_size)
-    renderer.optimize_iceberg(run_optimize_iceberg(table, request))
 
 
 @click.command()

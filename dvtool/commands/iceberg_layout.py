@@ -20,7 +20,8 @@ is how Delta itself reads Iceberg-written files (UniForm, converted tables):
 
 `file_stats` turns an Iceberg data file's column metrics (`lower_bounds`, `upper_bounds`,
 `null_value_counts`, by field id) into the statistics the predicate's skipping takes
-(`Predicate.stats_match`): typed values keyed by dotted physical path.
+(`Predicate.stats_match`): typed values keyed by dotted physical path; `parse_predicate`
+binds a `--where` to the current schema and `metrics_verdict` judges one file by them.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ from dvtool.delta.protocol.schema import ArrayType, DataType, MapType, StructFie
 from dvtool.engines.base import TableLayout
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.types import IcebergType, NestedField
 
+    from dvtool.iceberg.live_files import LiveDataFile
+    from dvtool.predicate import Match, Predicate
     from dvtool.storage.data_file_storage import DataFileStorage
 
 ID_MODE = "id"
@@ -110,6 +116,22 @@ def _nested_ids(t: IcebergType, path: str) -> Iterator[tuple[str, int]]:
 
 
 # -- statistics ----------------------------------------------------------------------------
+
+
+def parse_predicate(metadata: TableMetadata, where: str, now: datetime | None) -> Predicate:
+    """`where` bound to the table's current schema (by field id)."""
+    from dvtool.predicate import Predicate
+
+    return Predicate.parse(where, delta_schema(metadata.schema()), (), ID_MODE, now=now)
+
+
+def metrics_verdict(
+    predicate: Predicate, live: LiveDataFile, paths: Mapping[int, tuple[str, Any]]
+) -> Match:
+    """Whether none, all or some of `live`'s rows may match, judged from its column metrics
+    (`paths`: `stats_paths` of the current schema)."""
+    lows, highs, nulls = file_stats(live.record, paths)
+    return predicate.stats_match(live.entry.record_count, lows, highs, nulls)
 
 
 def stats_paths(schema: Schema) -> dict[int, tuple[str, Any]]:

@@ -9,17 +9,19 @@
   updated is a concurrent commit. Our swap needs the base to be the current metadata.
 - **REST catalog**: `commit_table(table, requirements, updates)` sends the requirements and
   updates; the server checks and applies them (v3 included). 409 is a conflict; 5xx,
-  `CommitStateUnknownException` and lost answers leave the outcome unknown.
+  `CommitStateUnknownException` and lost answers are resolved by reading the table back.
 - **Other catalogs** (Glue, Hive, DynamoDB, ...): `commit_table` for v1/v2; v3 is refused,
   since pyiceberg would have to write the metadata file.
 
 Every commit sends `AssertTableUUID` with the caller's requirements (the table was not
 dropped and recreated meanwhile). The swap is fault step `commit` (`dvtool.faults`); the
 new metadata file, written before it, is step `iceberg-metadata-written`. A swap whose
-answer is lost is resolved by reading the table back: our new metadata file current means
-it landed. With `write.metadata.delete-after-commit.enabled`, the old metadata files the
-new log dropped are deleted after the commit (as pyiceberg's `Table` and Java do; a REST
-server does it itself).
+answer is lost is resolved by reading the table back: our new metadata file current (v3 in
+a SQL catalog), or the snapshot this commit added in the table (REST, pyiceberg's commits),
+means it landed; anything else stays unknown, the commit's files kept. With
+`write.metadata.delete-after-commit.enabled`, the old metadata files the new log dropped
+are deleted after the commit (as pyiceberg's `Table` and Java do; a REST server does it
+itself).
 """
 
 from __future__ import annotations
@@ -146,9 +148,34 @@ def _pyiceberg_table(table: IcebergTable) -> Table:
 def _commit_rest(
     table: IcebergTable, requirements: Sequence[TableRequirement], updates: Sequence[TableUpdate]
 ) -> IcebergTable:
-    """The REST server applies the updates; its answer is the committed table."""
-    response = _send(table, requirements, updates, _rest_outcome)
+    """The REST server applies the updates; its answer is the committed table (or, when
+    the answer is lost, the table read back holding this commit's snapshot)."""
+    try:
+        response = _send(table, requirements, updates, _rest_outcome)
+    except CommitOutcomeUnknownError as unknown:
+        return _resolve_lost_answer(table, updates, unknown)
     return replace(table, metadata=response.metadata, metadata_location=response.metadata_location)
+
+
+def _resolve_lost_answer(
+    table: IcebergTable, updates: Sequence[TableUpdate], unknown: CommitOutcomeUnknownError
+) -> IcebergTable:
+    """The committed table when the catalog, read back, holds the snapshot this commit
+    added (snapshot ids are random 63-bit numbers only this commit used): it landed after
+    all. Otherwise `unknown` again: a missing snapshot does not prove the commit failed
+    (the server may still be applying it), so its files stay."""
+    from pyiceberg.table.update import AddSnapshotUpdate
+
+    added = {u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)}
+    if not added:
+        raise unknown
+    try:
+        current = refresh_catalog_table(table)
+    except Exception:  # the catalog cannot answer: still unknown
+        raise unknown from None
+    if not added <= {s.snapshot_id for s in current.metadata.snapshots}:
+        raise unknown
+    return current
 
 
 def _commit_through_pyiceberg(
@@ -159,7 +186,10 @@ def _commit_through_pyiceberg(
     refuse_lossy(raw, table.metadata, table.metadata_location)
     if apply_updates(table.metadata, table.metadata_location, updates) is table.metadata:
         return table
-    response = _send(table, requirements, updates, _metastore_outcome)
+    try:
+        response = _send(table, requirements, updates, _metastore_outcome)
+    except CommitOutcomeUnknownError as unknown:
+        return _resolve_lost_answer(table, updates, unknown)
     committed = replace(
         table, metadata=response.metadata, metadata_location=response.metadata_location
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dvtool.iceberg.delete_index import DataFileEntry, DeleteFileEntry
+from dvtool.iceberg.delete_index import DataFileEntry, DeleteContent, DeleteFileEntry
 from dvtool.iceberg.snapshot_files import data_entry, delete_entry, manifest_entries
 
 if TYPE_CHECKING:
@@ -43,6 +43,22 @@ class ConcurrentChanges:
 
     def removed_data_paths(self) -> set[str]:
         return {d.path for d in self.removed_data}
+
+    def position_deletes_on(self, data_paths: set[str]) -> list[DeleteFileEntry]:
+        """The added position deletes (files or DVs) that may apply to a file in
+        `data_paths`: by the data file they reference, else by their `file_path` bounds.
+        Equality deletes never: they apply by value, whatever a writer planned by position.
+        A v3 writer that writes a file's one DV must not land beside another new one."""
+        return [d for d in self.added_deletes if _may_apply(d, data_paths)]
+
+
+def _may_apply(delete: DeleteFileEntry, data_paths: set[str]) -> bool:
+    if delete.content is DeleteContent.EQUALITY:
+        return False
+    target = delete.target()
+    if target is not None:
+        return target in data_paths
+    return any(delete.may_reference(path) for path in data_paths)
 
 
 def snapshots_since(

@@ -66,6 +66,9 @@ def optimize(r: Output, result: IcebergOptimizeResult) -> None:
         r.say(f"[bold]dry run[/] of {what} against snapshot {base}: nothing written")
     elif result.snapshot_id is None:
         r.say(f"{what}: nothing to do at snapshot {base}")
+    elif len(result.snapshot_ids) > 1:
+        ids = ", ".join(str(i) for i in result.snapshot_ids)
+        r.say(f"{what}: committed {len(result.snapshot_ids)} snapshots ({ids})")
     else:
         r.say(f"{what}: committed snapshot [bold]{result.snapshot_id}[/]")
     if result.dry_run and result.bins:

@@ -26,12 +26,18 @@ if TYPE_CHECKING:
 
 _STEP_TITLES = {
     "purge": "purge",
+    "rewrite-deletes": "rewrite deletes",
     "compaction": "compaction",
     "checkpoint": "checkpoint",
     "vacuum": "vacuum",
     "log-cleanup": "log cleanup",
 }
-_MARKS = {"skipped": "skipped", "not-run": "not run", "nothing-to-do": "-"}
+_MARKS = {
+    "skipped": "skipped",
+    "not-run": "not run",
+    "nothing-to-do": "-",
+    "not-applicable": "n/a",
+}
 
 
 def render_maintain(
@@ -46,7 +52,7 @@ def render_maintain(
     if result.dry_run:
         r.say(
             "[bold]dry run[/]: nothing written; each step planned against the table as it is "
-            "(compaction: as the planned purge would leave it)"
+            "(Delta compaction: as the planned purge would leave it)"
         )
     r.table(summary_table(result, shown))
     for table in result.tables:
@@ -60,13 +66,17 @@ def render_maintain(
 
 
 def summary_table(result: MaintainResult, shown: Callable[[str], str] = str) -> BoxTable:
-    """A row per table: where, its status, versions read and reached, then each step."""
+    """A row per table: where, its status, versions read and reached, then each step (the
+    steps of the formats present: Iceberg's rewrite of delete files only with an Iceberg
+    table; a step a table's format has not is `n/a`)."""
+    present = {a.step for table in result.tables for a in table.actions}
+    steps = [step for step in _STEP_TITLES if step in present or step != "rewrite-deletes"]
     columns = [Column("table"), Column("status"), Column("version")]
-    columns += [Column(title) for title in _STEP_TITLES.values()]
+    columns += [Column(_STEP_TITLES[step]) for step in steps]
     t = BoxTable("Maintenance", columns)
     for table in result.tables:
         actions = {a.step: a for a in table.actions}
-        cells = [_step_cell(actions.get(step)) for step in _STEP_TITLES]
+        cells = [_step_cell(actions.get(step), table.format) for step in steps]
         t.add_row(escape(shown(table.location)), _status(table), _versions(table), *cells)
     return t
 
@@ -87,10 +97,10 @@ def _versions(table: TableOutcome) -> str:
     return f"{start} -> {max(versions)}" if versions else str(start)
 
 
-def _step_cell(action: StepOutcome | None) -> str:
-    """What one step did, in a few words."""
+def _step_cell(action: StepOutcome | None, table_format: str | None = None) -> str:
+    """What one step did, in a few words (`n/a`: a step of another format)."""
     if action is None:
-        return ""
+        return _MARKS["not-applicable"] if table_format == "delta" else ""
     if action.status == "failed":
         return "[red]FAILED[/]"
     if action.status in _MARKS:
@@ -103,15 +113,23 @@ def _what(step: str, result: dict[str, Any]) -> str:
     """The size of what a step did (or would do), from its command's result document."""
     if step in ("purge", "compaction"):
         bins = result.get("bins") or []
+        if result.get("format") == "iceberg":
+            inputs = sum(len(b["files"]) for b in bins)
+            return f"{plural(inputs, 'file')} -> {sum(1 for b in bins if b['rows']):,}"
         inputs = sum(len(b["inputs"]) for b in bins)
         return f"{plural(inputs, 'file')} -> {len(bins):,}"
+    if step == "rewrite-deletes":
+        metrics = result.get("metrics") or {}
+        return plural(metrics.get("removedDeleteEntries", 0), "delete file")
     if step == "checkpoint":
         return f"v{result['version']}" if "version" in result else "due"
     if step == "vacuum":
         deleted = result.get("deleted_files") if not result.get("dry_run") else None
         files = result.get("num_files", 0) if deleted is None else deleted
         size = result.get("num_bytes", 0) if deleted is None else result.get("deleted_bytes", 0)
-        return f"{plural(files, 'file')} ({format_bytes(size)})"
+        expired = result.get("expired_snapshots")
+        snapshots = f"{plural(len(expired), 'snapshot')}, " if expired else ""
+        return f"{snapshots}{plural(files, 'file')} ({format_bytes(size)})"
     return plural(result.get("deleted_files", 0), "file")
 
 

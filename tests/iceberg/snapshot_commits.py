@@ -1,12 +1,9 @@
 """Committing a produced snapshot to a path (Hadoop) table in tests, and small tables to
 commit to.
 
-`commit_locally` stands in for the catalog commit (dvtool/iceberg/catalog_commit.py, built
-apart): it checks the requirements, applies the updates with pyiceberg's
-`update_table_metadata` and writes `metadata/v{N+1}.metadata.json` (exclusively: an
-existing version is an error) and `version-hint.text`, as a Hadoop table commits. pyiceberg
-0.12 refuses to serialize v3 metadata (`TableMetadataV3.model_dump_json` raises), so the JSON
-comes from the base class's `model_dump_json`, which writes every field.
+`commit_locally` commits a produced snapshot with dvtool's commit layer
+(`catalog_commit.commit_updates`, one attempt: the requirements checked, the next
+`metadata/vN.metadata.json` put if absent), so the producer's tests commit as dvtool does.
 
 `new_table` makes an empty path table with pyiceberg (v2, or v2 upgraded to v3 in
 metadata), and `parquet_data_file` writes a Parquet file with the table's field ids and
@@ -17,7 +14,6 @@ from the footer).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,56 +23,34 @@ from pyiceberg.io.pyarrow import PyArrowFileIO, parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import update_table_metadata
-from pyiceberg.typedef import IcebergBaseModel, Record
+from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
+from dvtool.iceberg.catalog_commit import commit_updates
+from dvtool.iceberg.metadata_json import metadata_bytes
 from dvtool.iceberg.snapshot_producer import ProducedSnapshot
-from dvtool.iceberg.tables import IcebergTable, parse_metadata
+from dvtool.iceberg.tables import IcebergTable, open_iceberg
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "cat", StringType(), required=False),
 )
 FILE_PATH_ID, POS_ID = 2147483546, 2147483545
-_VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
-
-
-def metadata_json(metadata: TableMetadata) -> str:
-    """The metadata as JSON, v3 too (pyiceberg's v3 model refuses to serialize itself)."""
-    return IcebergBaseModel.model_dump_json(metadata, exclude_none=True, by_alias=True)
-
-
-def write_version(folder: Path, metadata: TableMetadata, version: int) -> str:
-    """Write `v{version}.metadata.json` exclusively and point `version-hint.text` at it."""
-    path = folder / f"v{version}.metadata.json"
-    with path.open("x") as out:
-        out.write(metadata_json(metadata))
-    (folder / "version-hint.text").write_text(str(version))
-    return str(path)
 
 
 def commit_locally(table: IcebergTable, produced: ProducedSnapshot) -> IcebergTable:
-    """Commit `produced` on `table` (a Hadoop path table); the committed table."""
-    for requirement in produced.requirements:
-        requirement.validate(table.metadata)
-    metadata = update_table_metadata(
-        table.metadata, produced.updates, metadata_location=table.metadata_location
-    )
-    folder = Path(table.metadata_location).parent
-    match = _VERSION.match(Path(table.metadata_location).name)
-    assert match, table.metadata_location
-    location = write_version(folder, metadata, int(match.group(1)) + 1)
-    reread = parse_metadata(Path(location).read_bytes(), location)
-    return IcebergTable(reread, location, table.io)
+    """Commit `produced` on `table` (a path table) through dvtool's own commit layer: one
+    attempt of `catalog_commit.commit_updates` (a new `vN.metadata.json`, put-if-absent)."""
+    return commit_updates(table, produced.requirements, produced.updates)
 
 
 def new_table(
     root: Path, format_version: int, spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
 ) -> IcebergTable:
-    """An empty path table at `root` of `format_version` (2 or 3)."""
+    """An empty path table at `root` of `format_version` (2 or 3), opened as dvtool opens
+    a table (`open_iceberg`: its storage and writable FileIO)."""
     properties = {"format-version": str(format_version)}
     metadata = new_table_metadata(
         SCHEMA, spec, UNSORTED_SORT_ORDER, str(root), properties=properties
@@ -85,10 +59,9 @@ def new_table(
         metadata = metadata.model_copy(update={"next_row_id": 0})
     folder = root / "metadata"
     folder.mkdir(parents=True)
-    location = write_version(folder, metadata, 1)
-    return IcebergTable(
-        parse_metadata(Path(location).read_bytes(), location), location, PyArrowFileIO()
-    )
+    (folder / "v1.metadata.json").write_bytes(metadata_bytes(metadata))
+    (folder / "version-hint.text").write_text("1")
+    return open_iceberg(str(root))
 
 
 def arrow_schema(schema: Schema = SCHEMA) -> pa.Schema:

@@ -217,11 +217,44 @@ def test_sql_metadata_written_then_failure(tmp_path: Path, fault: Any) -> None:
 
 
 def test_sql_v2_lost_answer_is_unknown(tmp_path: Path, fault: Any) -> None:
-    """pyiceberg's commit_table names its file itself: a lost answer stays unknown."""
+    """pyiceberg's commit_table names its file itself: a lost answer of a commit that adds
+    no snapshot stays unknown (nothing identifies it in the table read back)."""
     table = new_sql_table(tmp_path, 2)
     fault("commit:timeout")
     with pytest.raises(CommitOutcomeUnknownError):
         set_properties(table, a="1")
+
+
+def test_lost_answer_of_a_landed_snapshot_is_recovered(tmp_path: Path, fault: Any) -> None:
+    """The table read back holds the snapshot the commit added: it landed."""
+    table = new_sql_table(tmp_path, 2)
+    fault("commit:timeout")
+    writer = through_dvtool(table)
+    writer.append(rows(0, 3))
+    current = refresh(table)
+    snapshot = current.metadata.current_snapshot()
+    assert snapshot is not None and committed(writer).metadata_location == current.metadata_location
+    assert [r["id"] for r in iceberg_oracles.duckdb_rows(current.metadata_location)] == [0, 1, 2]
+
+
+def test_lost_answer_of_a_snapshot_not_in_the_table_stays_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot missing from the table read back does not prove the commit failed (the
+    catalog may still apply it): unknown, and the commit's files are kept."""
+    table = new_sql_table(tmp_path, 2)
+
+    def lost(*args: Any) -> Any:
+        raise ConnectionError("connection reset while reading the answer")
+
+    monkeypatch.setattr(table.catalog, "commit_table", lost)
+    before = set(tmp_path.rglob("*"))
+    with pytest.raises(CommitOutcomeUnknownError):
+        through_dvtool(table).append(rows(0, 3))
+    assert refresh(table).metadata_location == table.metadata_location
+    kept = set(tmp_path.rglob("*")) - before
+    assert any(p.suffix == ".parquet" for p in kept), kept
+    assert any(p.name.startswith("snap-") for p in kept), kept
 
 
 # -- REST error mapping ------------------------------------------------------------------------

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.table.update import CommitFailedException
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 
-from dvtool.errors import WriteRefusedError
+from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.iceberg.manifest_writers import v3_field
 from dvtool.iceberg.snapshot_producer import (
     AddedFile,
@@ -266,7 +266,7 @@ def test_names_codec_and_metadata_path(tmp_path: Path) -> None:
     elsewhere.mkdir()
     properties = {"write.metadata.path": f"{elsewhere}/", "write.avro.compression-codec": "zstd"}
     metadata = table.metadata.model_copy(update={"properties": properties})
-    table = IcebergTable(metadata, table.metadata_location, table.io)
+    table = replace(table, metadata=metadata)
     produced = produce_snapshot(
         table, table.io, SnapshotChanges("delete", removed=frozenset({(a.file_path, None)}))
     )
@@ -298,7 +298,7 @@ def test_a_stale_base_fails_the_ref_requirement(tmp_path: Path) -> None:
     )
     assert first.snapshot.snapshot_id != second.snapshot.snapshot_id
     committed = commit_locally(table, first)
-    with pytest.raises(CommitFailedException, match="main"):
+    with pytest.raises(CommitConflictError, match="branch main has changed"):
         commit_locally(committed, second)
 
 
@@ -325,7 +325,7 @@ def test_partition_summaries(tmp_path: Path) -> None:
     metadata = table.metadata.model_copy(
         update={"properties": {**table.metadata.properties, "write.summary.partition-limit": "5"}}
     )
-    table = IcebergTable(metadata, table.metadata_location, table.io)
+    table = replace(table, metadata=metadata)
     x = parquet_data_file(table, "x.parquet", rows(0, 3, "x"))
     y = parquet_data_file(table, "y.parquet", rows(3, 5, "y"))
     table = commit(table, SnapshotChanges("append", added=(AddedFile(x), AddedFile(y))))
@@ -346,7 +346,7 @@ def test_a_codec_dvtool_cannot_write_is_refused_before_any_write(tmp_path: Path)
     before = written_files(table)
     properties = {"write.avro.compression-codec": "lz4"}
     metadata = table.metadata.model_copy(update={"properties": properties})
-    odd = IcebergTable(metadata, table.metadata_location, table.io)
+    odd = replace(table, metadata=metadata)
     changes = SnapshotChanges("delete", removed=frozenset({(a.file_path, None)}))
     with pytest.raises(WriteRefusedError, match="unknown Avro compression codec 'lz4'"):
         produce_snapshot(odd, table.io, changes)

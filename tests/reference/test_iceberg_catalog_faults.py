@@ -1,14 +1,15 @@
 """Fault injection into dvtool's Iceberg commits through a SQL catalog (JdbcCatalog, SQLite).
 
 The companion of test_iceberg_faults.py (path tables; its docstring says what is checked)
-for the steps only a catalog table reaches: a format-version 3 table's commit writes the
-new `{N:05d}-<uuid>.metadata.json` itself (step `iceberg-metadata-written`) and then moves
-the catalog's row (`UPDATE ... WHERE metadata_location = <base>`, step `commit`); a v2
-table's commit is pyiceberg's `SqlCatalog.commit_table` (step `commit`). Tables written by
-Iceberg Spark in the `iceberg_sql_catalog` fixture's catalog (`sqlcat`), deleted from with
-`python -m dvtool delete --catalog sqlcat ...` (the catalog configured by
-`PYICEBERG_CATALOG__SQLCAT__*`). Each case lays the table's files anew from a pristine
-copy and points the catalog's row back at its metadata file.
+for the steps only a catalog table reaches (`delete`; `optimize --purge` at its commit): a
+format-version 3 table's commit writes the new `{N:05d}-<uuid>.metadata.json` itself (step
+`iceberg-metadata-written`) and then moves the catalog's row (`UPDATE ... WHERE
+metadata_location = <base>`, step `commit`); a v2 table's commit is pyiceberg's
+`SqlCatalog.commit_table` (step `commit`). Tables written by Iceberg Spark in the
+`iceberg_sql_catalog` fixture's catalog (`sqlcat`), deleted from with `python -m dvtool
+delete --catalog sqlcat ...` (the catalog configured by `PYICEBERG_CATALOG__SQLCAT__*`).
+Each case lays the table's files anew from a pristine copy and points the catalog's row back
+at its metadata file.
 
 After each: Iceberg Spark and every oracle (through the catalog) read the rows before or
 after; `inspect --verify` is clean; after an attempt not killed, every file it added is
@@ -148,10 +149,13 @@ def _after(copy: CatalogCopy, session: JvmSession) -> list[Row]:
     return copy.after
 
 
-def _run_with_fault(copy: CatalogCopy, rule: str, log: Path) -> tuple[int, str]:
+def _run_with_fault(
+    copy: CatalogCopy, rule: str, log: Path, args: list[str] | None = None
+) -> tuple[int, str]:
+    """dvtool with `args` (default: the copy's delete) and the fault `rule` armed."""
     env = {**os.environ, **_environment(copy.catalog), faults.ENV: rule, faults.LOG_ENV: str(log)}
     proc = subprocess.run(
-        [sys.executable, "-m", "dvtool", *copy.args],
+        [sys.executable, "-m", "dvtool", *(args or copy.args)],
         env=env,
         capture_output=True,
         text=True,
@@ -212,3 +216,57 @@ def _check_exit(kind: str, code: int, stderr: str, landed: bool) -> None:
             assert not landed, stderr
         elif code != 0:
             assert "after committing" in stderr and landed, stderr
+
+
+PURGE_CASES = (
+    (3, "iceberg-metadata-written", "fail"),
+    (3, "commit", "kill"),
+    (3, "commit", "timeout"),
+    (2, "commit", "fail"),
+    (2, "commit", "timeout"),
+)
+
+
+@pytest.mark.usefixtures("configured")
+@pytest.mark.parametrize(
+    ("version", "step", "kind"),
+    [pytest.param(*case, id=f"v{case[0]}-{case[1]}-{case[2]}") for case in PURGE_CASES],
+)
+def test_catalog_fault_in_purge(
+    version: int,
+    step: str,
+    kind: str,
+    sql_tables: dict[int, CatalogCopy],
+    iceberg_spark: JvmSession,
+    tmp_path: Path,
+) -> None:
+    """`optimize --purge` through the catalog with a fault at its commit: the rows never
+    change, the table verifies, a failed attempt leaves none of its files, a lost answer is
+    resolved (the commit landed: exit 0), and a run again purges every delete."""
+    copy = sql_tables[version]
+    copy.restore()
+    purge = ["optimize", "--catalog", copy.catalog.name, copy.identifier, "--purge"]
+    before = agreed_rows(iceberg_spark, copy.load(), copy.spark_name)
+    files = table_tree(copy.folder)
+    fired = tmp_path / "fired.log"
+    code, stderr = _run_with_fault(copy, f"{step}:{kind}", fired, purge)
+    assert fired.read_text().split() == [step, kind], "the fault never fired"
+    table = copy.load()
+    assert agreed_rows(iceberg_spark, table, copy.spark_name) == before
+    if kind == "kill":
+        assert code == -signal.SIGKILL
+    elif kind == "timeout":
+        assert code == 0, stderr  # the answer was lost; reading the table back finds it
+        assert not table.inspect.delete_files().num_rows
+    else:
+        assert code not in (0, 70), stderr
+        assert (
+            referenced_files(copy.folder, table.metadata_location)
+            >= table_tree(copy.folder) - files
+        )
+    doc = cli_json("inspect", "--catalog", copy.catalog.name, copy.identifier, "--verify")
+    assert doc["verify"]["problems"] == [], doc["verify"]
+    cli_json(*purge)
+    table = copy.load()
+    assert not table.inspect.delete_files().num_rows
+    assert agreed_rows(iceberg_spark, table, copy.spark_name) == before

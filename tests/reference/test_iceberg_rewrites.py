@@ -133,6 +133,38 @@ def test_purge_with_a_minimum_deleted_ratio(
     assert 0 < _files_with_deletes(folder) < len(ratios)
 
 
+def _data_file_names(session: JvmSession, table: str) -> set[str]:
+    session.sql(f"REFRESH TABLE {table}")
+    rows = session.rows(f"SELECT file_path FROM {table}.files WHERE content = 0")
+    return {Path(r["file_path"]).name for r in rows}
+
+
+def test_purge_where_chooses_the_files_iceberg_spark_chooses(
+    iceberg_tables: dict[str, Any], iceberg_spark: JvmSession
+) -> None:
+    """`--where` on a data column: of the files with deletes, those whose metrics may match
+    are rewritten, the same ones Spark's `rewrite_data_files(where => ...)` rewrites (Spark
+    also bin-packs small files without deletes, which a purge leaves alone)."""
+    entry, where = iceberg_tables["v3_part"], "id < 30"
+    ours, our_table = _copy(iceberg_spark, entry, "v3_part_where")
+    _, their_table = _copy(iceberg_spark, entry, "v3_part_where_spark")
+    before = _data_file_names(iceberg_spark, our_table)
+    rows = iceberg_spark.rows(f"SELECT referenced_data_file AS f FROM {our_table}.delete_files")
+    with_deletes = {Path(r["f"]).name for r in rows}
+    doc = cli_json("optimize", ours, "--purge", "--where", where)
+    assert doc["metrics"]["rewrittenDataFiles"] > 0
+    iceberg_spark.sql(
+        f"CALL local.system.rewrite_data_files(table => '{NAMESPACE}.v3_part_where_spark', "
+        f"where => '{where}', options => map('delete-file-threshold', '1'))"
+    )
+    kept_ours = before & _data_file_names(iceberg_spark, our_table)
+    kept_theirs = before & _data_file_names(iceberg_spark, their_table)
+    assert kept_ours & with_deletes == kept_theirs & with_deletes
+    assert 0 < len(kept_ours & with_deletes) < len(with_deletes)
+    assert before - with_deletes <= kept_ours  # a purge rewrites only files with deletes
+    readers_agree(iceberg_spark, ours, our_table, entry["expected"])
+
+
 def _small_files_spec(name: str, version: int) -> TableSpec:
     inserts = tuple(insert(make_rows(i * 6, i * 6 + 6)) for i in range(8))
     return TableSpec(name, version, "cat", (*inserts, delete_multiples(7)))

@@ -4,8 +4,8 @@ Iceberg Java itself.
 
 Each copy sits in the warehouse of the `iceberg_spark` session's Hadoop catalog `local`
 (`local.snapprod.NAME`). A step produces a snapshot and commits it as a Hadoop table does
-(`tests/iceberg/snapshot_commits.commit_locally`: metadata/v{N+1}.metadata.json and
-version-hint.text; the catalog commit is built apart). After each step:
+(`tests/iceberg/snapshot_commits.commit_locally`: dvtool's commit layer, a new
+metadata/vN.metadata.json put if absent). After each step:
 
 - pyiceberg, DuckDB and polars (tests/iceberg_oracles.py) and Iceberg Spark
   (`spark.read.format("iceberg").load(folder)`) read exactly the expected rows: the
@@ -66,8 +66,7 @@ class Copy:
         self.table = self.opened()
 
     def opened(self) -> IcebergTable:
-        table = open_iceberg(str(self.root))
-        return IcebergTable(table.metadata, table.metadata_location, PyArrowFileIO())
+        return open_iceberg(str(self.root))
 
     def commit(self, changes: SnapshotChanges) -> Any:
         produced = produce_snapshot(self.table, self.table.io, changes)

@@ -18,13 +18,18 @@ Each gets `dvtool delete --where` then `dvtool optimize --rewrite-deletes`; afte
 pyiceberg (through the catalog), DuckDB, polars and Iceberg Spark (through its catalog)
 read the expected rows (computed from intent), and `inspect --verify` is clean; then Iceberg
 Spark goes on writing (a merge-on-read DELETE, an INSERT) and every reader still agrees.
+Faults at the REST commit: a failed commit lands nothing and leaves no file; a lost answer
+is resolved by reading the table back.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import StaticTable, Table
 
+from dvtool import faults
 from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_catalogs import (
     NAMESPACE,
@@ -39,7 +45,7 @@ from tests.reference.iceberg_catalogs import (
     build_in_catalog,
     s3_properties,
 )
-from tests.reference.iceberg_state import agreed_rows
+from tests.reference.iceberg_state import agreed_rows, table_tree, unreferenced
 from tests.reference.iceberg_tables import STEPS, TableSpec, expected_rows
 from tests.reference.iceberg_writes import cli_json
 from tests.s3_server import S3Server
@@ -233,3 +239,50 @@ def test_delete_and_rewrite_a_path_table_on_s3(
     _spark_goes_on(
         iceberg_spark, spark_name, lambda: catalog.load_table(spark_name.split(".", 1)[1]), expected
     )
+
+
+# -- faults at the REST commit ----------------------------------------------------------------
+
+
+def test_rest_commit_failure_then_lost_answer(
+    iceberg_rest_catalog: CatalogTable,
+    iceberg_spark: JvmSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A REST commit that fails lands nothing and leaves no file of its own; one whose
+    answer is lost (the server applied it, the answer timed out) is resolved by reading
+    the table back: it landed, exit 0."""
+    catalog = iceberg_rest_catalog
+    _configure([catalog], tmp_path / "pyiceberg-home", monkeypatch)
+    spec = TableSpec("rest_faults", 3, "cat", STEPS)
+    identifier, _ = build_in_catalog(iceberg_spark, catalog.name, spec)
+    spark_name = f"{catalog.name}.{identifier}"
+
+    def load() -> Table:
+        return load_catalog(catalog.name, **catalog.properties).load_table(identifier)
+
+    folder = Path(load().metadata.location.removeprefix("file:"))
+    before = expected_rows(spec)
+    args = ["delete", "--catalog", catalog.name, identifier, "--where", WHERE]
+
+    files = table_tree(folder)
+    code, stderr = _run_with_fault(args, "commit:fail", tmp_path / "fail.log")
+    assert code not in (0, 70) and "Traceback" not in stderr, stderr
+    _agree(iceberg_spark, spark_name, load(), before)
+    assert table_tree(folder) == files  # the failed commit's files were deleted
+
+    code, stderr = _run_with_fault(args, "commit:timeout", tmp_path / "timeout.log")
+    assert code == 0, stderr
+    _agree(iceberg_spark, spark_name, load(), [r for r in before if not _matches(r)])
+    assert unreferenced(folder, load().metadata_location) == set()
+
+
+def _run_with_fault(args: list[str], rule: str, log: Path) -> tuple[int, str]:
+    """`python -m dvtool ARGS` with the fault `rule` armed; its exit code and stderr."""
+    env = {**os.environ, faults.ENV: rule, faults.LOG_ENV: str(log)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dvtool", *args], env=env, capture_output=True, text=True
+    )
+    assert log.read_text().split() == rule.split(":"), "the fault never fired"
+    return proc.returncode, proc.stderr

@@ -42,7 +42,6 @@ from dvtool.commands.delete.iceberg_plan import (
 from dvtool.commands.result import CommandResult
 from dvtool.errors import CommitConflictError, UsageError, WriteRefusedError
 from dvtool.iceberg.delete_files import FileNamer
-from dvtool.iceberg.delete_index import DeleteContent
 from dvtool.iceberg.live_files import DeletedBefore
 from dvtool.iceberg.row_deletes import EntryKey, file_scoped, write_dvs, write_position_files
 from dvtool.iceberg.snapshot_producer import SnapshotChanges
@@ -287,18 +286,8 @@ def _validate(attempt: _Attempt, changes: ConcurrentChanges) -> None:
         raise CommitConflictError("a delete file this delete replaces was removed concurrently")
     if attempt.plan.table.metadata.format_version >= 3:
         touched = {t.file.path for t in attempt.touched}
-        clash = [d for d in changes.added_deletes if _applies_to_any(d, touched)]
-        if clash:
+        if changes.position_deletes_on(touched):
             raise CommitConflictError(
                 "a concurrent commit added deletes to a data file this delete writes a "
                 "deletion vector for"
             )
-
-
-def _applies_to_any(delete: Any, paths: set[str]) -> bool:
-    if delete.content is DeleteContent.EQUALITY:
-        return False
-    target = delete.target()
-    if target is not None:
-        return target in paths
-    return any(delete.may_reference(p) for p in paths)

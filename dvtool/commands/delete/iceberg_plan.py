@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
-from dvtool.commands.iceberg_layout import delta_schema, file_stats, stats_paths, table_layout
+from dvtool.commands import iceberg_layout
+from dvtool.commands.iceberg_layout import metrics_verdict, stats_paths, table_layout
 from dvtool.engines.base import ScanFile
 from dvtool.iceberg.live_files import (
     Deleted,
@@ -70,7 +71,7 @@ class Plan:
 
 def parse_predicate(table: IcebergTable, where: str, now: datetime | None) -> Predicate:
     """`where` bound to the table's current schema (by field id)."""
-    return Predicate.parse(where, delta_schema(table.metadata.schema()), (), "id", now=now)
+    return iceberg_layout.parse_predicate(table.metadata, where, now)
 
 
 def plan_delete(table: IcebergTable, predicate: Predicate) -> Plan:
@@ -78,8 +79,7 @@ def plan_delete(table: IcebergTable, predicate: Predicate) -> Plan:
     plan = Plan(table, predicate, live_files(table))
     paths = stats_paths(table.metadata.schema())
     for live in plan.live.data:
-        lows, highs, nulls = file_stats(live.record, paths)
-        verdict = predicate.stats_match(live.entry.record_count, lows, highs, nulls)
+        verdict = metrics_verdict(predicate, live, paths)
         if verdict is Match.NONE:
             plan.skipped += 1
         elif verdict is Match.ALL:

@@ -1,6 +1,6 @@
 """`dvtool maintain`: the maintenance loop of a cron job, on tables or every table under a prefix.
 
-Per table, in this order (what is due: `dvtool.commands.maintain.plan`):
+Per Delta table, in this order (what is due: `dvtool.commands.maintain.plan`):
 
 1. purge of the files whose deleted ratio is at least the purge ratio (`run_optimize` with
    `purge=True, min_deleted_ratio=R`);
@@ -19,9 +19,10 @@ nothing; each is planned against the table as it is, not as the steps before wou
 except compaction: it plans the files the purge would rewrite as purged (no deleted rows, no
 DV), so the rows a purge drops are not reported again under compaction.
 
-An Iceberg table (found under a prefix, or named) is reported with every step `skipped`:
-the loop does not run on Iceberg tables yet (`dvtool optimize` and `dvtool vacuum` do), and
-skipping is not a failure.
+An Iceberg table (found under a prefix, named, or with `catalog` named in that catalog) runs
+the Iceberg loop instead (`dvtool.commands.maintain.iceberg`): purge, rewrite of delete
+files, compaction, vacuum; the Delta-only steps are reported `not-applicable`. A Paimon
+table has every step `not-applicable` (`PAIMON_NOT_MAINTAINED`).
 
 One table's failure does not stop the others: the first step that fails ends that table's
 run (its error recorded, the later steps `not-run`). The time budget stops starting new work:
@@ -33,10 +34,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from dvtool import interrupts
+from dvtool.commands.maintain.outcome import (
+    DONE,
+    NOT_APPLICABLE,
+    NOTHING,
+    PLANNED,
+    SKIPPED,
+    Budget,
+    Clock,
+    MaintainResult,
+    StepFailed,
+    StepOutcome,
+    StepRunner,
+    TableOutcome,
+    rewrite_detail,
+    run_steps,
+)
 from dvtool.commands.maintain.plan import (
     MENDING,
     STEPS,
@@ -47,12 +63,11 @@ from dvtool.commands.maintain.plan import (
     table_settings,
 )
 from dvtool.commands.optimize.command import OptimizeRequest, OptimizeResult, run_optimize
-from dvtool.commands.result import CommandResult, table_error_json
 from dvtool.commands.table_discovery import discover_tables
 from dvtool.commands.vacuum.command import VacuumRequest, run_vacuum
 from dvtool.delta.log.reader import DeltaLog, open_log
 from dvtool.engines.base import Engine
-from dvtool.errors import DvtoolError, StorageError, UsageError, exit_code_of, worst_kind
+from dvtool.errors import StorageError, UsageError
 from dvtool.table import detect_format
 
 __all__ = [
@@ -65,151 +80,11 @@ __all__ = [
 ]
 
 EngineFactory = Callable[[int], Engine]
-Progress = Callable[[int], Callable[[int], None]]
-Clock = Callable[[], float]
-
-# Step statuses: what a step did, or why it did nothing.
-ICEBERG_NOT_MAINTAINED = (
-    "an Iceberg table: maintain does not run its loop on Iceberg tables yet "
-    "(dvtool optimize --rewrite-deletes / --convert-equality and dvtool vacuum do)"
-)
 PAIMON_NOT_MAINTAINED = (
     "a Paimon table: maintain does not run its loop on Paimon tables yet (dvtool vacuum "
     "deletes their orphan files; compaction and snapshot expiry are Paimon's own)"
 )
-DONE, NOTHING, PLANNED, SKIPPED, FAILED, NOT_RUN = (
-    "done",
-    "nothing-to-do",
-    "planned",
-    "skipped",
-    "failed",
-    "not-run",
-)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """One step on one table: its status, a line saying what happened, and the command's
-    result document (None when the command did not run)."""
-
-    step: str
-    status: str
-    detail: str
-    result: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "status": self.status,
-            "detail": self.detail,
-            "result": self.result,
-        }
-
-
-def _no_metrics() -> dict[str, Any]:
-    """The metrics of a table, before any step: committed versions, files and rows."""
-    return {
-        "versions": [],
-        "purged_files": 0,
-        "purged_rows": 0,
-        "compacted_files": 0,
-        "compaction_output_files": 0,
-        "checkpoint_version": None,
-        "vacuumed_files": 0,
-        "vacuumed_bytes": 0,
-        "deleted_log_files": 0,
-    }
-
-
-@dataclass
-class TableOutcome:
-    """What maintain planned and did on one table, and the error that stopped it. `metrics`
-    count what was done (a dry run does nothing: its plans are in `actions`)."""
-
-    location: str
-    plan: TablePlan | None = None
-    actions: list[StepOutcome] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=_no_metrics)
-    error: DvtoolError | None = None
-    exception: Exception | None = None
-    """A failure that is not a DvtoolError (a bug, exit 70), for `-v` to show."""
-
-    @property
-    def kind(self) -> str:
-        """The error kind of this table (`ok` without error)."""
-        if self.exception is not None:
-            return "internal"
-        return self.error.kind if self.error is not None else "ok"
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code_of(self.kind)
-
-    @property
-    def status(self) -> str:
-        """`failed`, `skipped` (nothing started), `partial` (the budget ran out), or `ok`."""
-        if self.kind != "ok":
-            return "failed"
-        statuses = {a.status for a in self.actions}
-        if statuses == {SKIPPED}:
-            return "skipped"
-        return "partial" if SKIPPED in statuses else "ok"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "location": self.location,
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "plan": self.plan.to_json() if self.plan else None,
-            "actions": [a.to_json() for a in self.actions],
-            "metrics": dict(self.metrics),
-            "error": _error_json(self),
-        }
-
-
-def _error_json(table: TableOutcome) -> dict[str, Any] | None:
-    return table_error_json("maintain", table.location, table.error, table.exception)
-
-
-@dataclass(frozen=True)
-class MaintainResult(CommandResult):
-    """Every table's outcome; `exit_code` is the worst of theirs."""
-
-    dry_run: bool
-    time_budget_ms: int | None
-    tables: list[TableOutcome]
-
-    @property
-    def kind(self) -> str:
-        return worst_kind(t.kind for t in self.tables)
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code_of(self.kind)
-
-    def to_json(self) -> dict[str, Any]:
-        statuses = [t.status for t in self.tables]
-        return {
-            "dry_run": self.dry_run,
-            "time_budget_ms": self.time_budget_ms,
-            "exit_code": self.exit_code,
-            "kind": self.kind,
-            "num_tables": len(self.tables),
-            "num_failed": statuses.count("failed"),
-            "num_skipped": statuses.count("skipped"),
-            "tables": [t.to_json() for t in self.tables],
-        }
-
-
-class Budget:
-    """The time budget: spent once `clock()` reaches the deadline (never without a budget)."""
-
-    def __init__(self, budget_ms: int | None, clock: Clock) -> None:
-        self.clock = clock
-        self.deadline = None if budget_ms is None else clock() + budget_ms / 1000
-
-    def spent(self) -> bool:
-        return self.deadline is not None and self.clock() >= self.deadline
+Progress = Callable[[int], Callable[[int], None]]
 
 
 def run_maintain(
@@ -221,23 +96,31 @@ def run_maintain(
     engine_for: EngineFactory | None = None,
     progress: Progress | None = None,
     clock: Clock = time.monotonic,
+    catalog: str | None = None,
 ) -> MaintainResult:
-    """Maintain the tables `targets` name (with `recursive`, every table under them).
+    """Maintain the tables `targets` name (with `recursive`, every table under them; with
+    `catalog`, the Iceberg tables of that catalog `targets` name as `namespace.table`).
 
-    `engine_for(bytes)` picks the engine of each rewrite (default: in-process arrow);
+    `engine_for(bytes)` picks the engine of each Delta rewrite (default: in-process arrow);
     `progress(total)` returns the callback advanced once per table; `clock` (seconds)
     measures the time budget.
     """
     _check_request(request)
     if not targets:
         raise UsageError("maintain needs at least one TABLE_OR_PREFIX")
+    if catalog is not None and recursive:
+        raise UsageError(
+            "--catalog cannot be used with --recursive: a catalog names each table",
+            hint="Give the catalog's tables as namespace.table, or the prefixes of path tables.",
+        )
     budget = Budget(request.time_budget_ms, clock)
     found = discover_tables(targets, storage_options, recursive)
     outcomes = [TableOutcome(prefix, error=e) for prefix, e in found.failed]
     advance = progress(len(found.tables)) if progress else None
     engines = engine_for or _arrow_engine
     for location in found.tables:
-        outcomes.append(_maintain_table(location, request, storage_options, engines, budget))
+        table = _Target(location, dict(storage_options or {}), catalog)
+        outcomes.append(_maintain_table(table, request, engines, budget))
         if advance:
             advance(1)
     return MaintainResult(request.dry_run, request.time_budget_ms, outcomes)
@@ -281,56 +164,49 @@ def _arrow_engine(_bytes: int) -> Engine:
 # -- one table -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Target:
+    """A table to maintain: its location (or, with `catalog`, its identifier there)."""
+
+    location: str
+    storage_options: dict[str, str]
+    catalog: str | None
+
+
 def _maintain_table(
-    location: str,
-    request: MaintainRequest,
-    storage_options: Mapping[str, str] | None,
-    engine_for: EngineFactory,
-    budget: Budget,
+    target: _Target, request: MaintainRequest, engine_for: EngineFactory, budget: Budget
 ) -> TableOutcome:
     """Plan and run the steps on one table; a failure is recorded, never raised."""
-    outcome = TableOutcome(location)
-    if budget.spent():
+    outcome = TableOutcome(target.location)
+    if budget.spent():  # the table is not even looked at
         outcome.actions = [StepOutcome(s, SKIPPED, "time budget spent") for s in STEPS]
         return outcome
     try:
-        found = detect_format(location, dict(storage_options or {}))
-        if found != "delta":
-            why = ICEBERG_NOT_MAINTAINED if found == "iceberg" else PAIMON_NOT_MAINTAINED
-            outcome.actions = [StepOutcome(s, SKIPPED, why) for s in STEPS]
+        options = target.storage_options
+        found = "iceberg" if target.catalog is not None else detect_format(target.location, options)
+        if found == "paimon":
+            outcome.format = "paimon"
+            outcome.actions = [StepOutcome(s, NOT_APPLICABLE, PAIMON_NOT_MAINTAINED) for s in STEPS]
             return outcome
-        log = open_log(location, dict(storage_options or {}))
+        if found == "iceberg":
+            from dvtool.commands.maintain.iceberg import maintain_iceberg
+            from dvtool.iceberg.tables import open_iceberg
+
+            outcome.format = "iceberg"
+            table = open_iceberg(target.location, options, target.catalog)
+            maintain_iceberg(table, request, outcome, budget, options)
+            return outcome
+        outcome.format = "delta"
+        log = open_log(target.location, options)
         snapshot = log.snapshot()
         settings = table_settings(dict(snapshot.metadata.configuration), request)
         outcome.plan = plan_table(snapshot, settings)
     except Exception as e:
-        _record_failure(outcome, e)
+        outcome.record_failure(e)
         return outcome
     run = _TableRun(log, outcome.plan, request, engine_for, outcome.metrics)
-    for planned in outcome.plan.steps:
-        if outcome.kind != "ok":
-            outcome.actions.append(StepOutcome(planned.step, NOT_RUN, "an earlier step failed"))
-        elif budget.spent():
-            outcome.actions.append(StepOutcome(planned.step, SKIPPED, "time budget spent"))
-        else:
-            outcome.actions.append(run.step(planned, outcome))
+    run_steps(outcome, outcome.plan.steps, run.runners(), budget)
     return outcome
-
-
-def _record_failure(outcome: TableOutcome, error: Exception) -> None:
-    if isinstance(error, DvtoolError):
-        outcome.error = error
-    else:
-        outcome.exception = error
-
-
-class _StepFailed(Exception):
-    """A step that ran but failed, with the command's result document to report."""
-
-    def __init__(self, error: DvtoolError, result: dict[str, Any]) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.result = result
 
 
 class _TableRun:
@@ -353,26 +229,15 @@ class _TableRun:
         self.purged: frozenset[str] = frozenset()
         """The files a dry-run purge planned to rewrite (compaction plans them as purged)."""
 
-    def step(self, planned: PlannedStep, outcome: TableOutcome) -> StepOutcome:
-        """Run one step; a failure is recorded on `outcome` and reported as `failed`."""
-        runners = {
+    def runners(self) -> dict[str, StepRunner]:
+        """The function running each step."""
+        return {
             "purge": self._purge,
             "compaction": self._compaction,
             "checkpoint": self._checkpoint,
             "vacuum": self._vacuum,
             "log-cleanup": self._log_cleanup,
         }
-        try:
-            # A signal stops the step even after an earlier step's commit landed.
-            with interrupts.interruptible():
-                return runners[planned.step](planned)
-        except _StepFailed as failed:
-            _record_failure(outcome, failed.error)
-            return StepOutcome(planned.step, FAILED, failed.error.message, failed.result)
-        except Exception as e:
-            _record_failure(outcome, e)
-            message = e.message if isinstance(e, DvtoolError) else f"{type(e).__name__}: {e}"
-            return StepOutcome(planned.step, FAILED, message)
 
     def _purge(self, planned: PlannedStep) -> StepOutcome:
         if not planned.due:
@@ -401,10 +266,7 @@ class _TableRun:
     def _rewrite_outcome(self, step: str, result: OptimizeResult) -> StepOutcome:
         inputs = sum(len(b.inputs) for b in result.bins)
         rows = sum(b.rows_dropped for b in result.bins)
-        what = (
-            f"{inputs:,} file{'' if inputs == 1 else 's'} into {len(result.bins):,}, "
-            f"dropping {rows:,} deleted row{'' if rows == 1 else 's'}"
-        )
+        what = rewrite_detail(inputs, len(result.bins), rows)
         if not result.bins:
             return StepOutcome(step, NOTHING, "no files to rewrite", result.to_json())
         if result.dry_run:
@@ -460,7 +322,7 @@ class _TableRun:
                 f"{first.path}: {first.error}",
                 hint="Check the storage's permissions; run maintain again to retry.",
             )
-            raise _StepFailed(error, result.to_json())
+            raise StepFailed(error, result.to_json())
         detail = f"deleted {result.deleted_files:,} files ({result.deleted_bytes:,} bytes)"
         return StepOutcome("vacuum", DONE, detail, result.to_json())
 
@@ -472,7 +334,7 @@ class _TableRun:
             self.metrics["deleted_log_files"] += result.deleted_files
         if result.error is not None:
             error = StorageError(f"log cleanup stopped: {result.error}")
-            raise _StepFailed(error, result.to_json())
+            raise StepFailed(error, result.to_json())
         what = f"{result.deleted_files:,} expired log files"
         if not result.deleted_files:
             reason = result.reason or "no expired log entries"

@@ -102,9 +102,12 @@ class PlannedStep:
     due: bool
     reason: str
     files: int | None = None
+    applicable: bool = True
+    """False for a step the table's format or settings rule out (an Iceberg table's
+    checkpoint): never run, reported `not-applicable` with the reason."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"step": self.step, "due": self.due, "reason": self.reason, "files": self.files}
 
 
 @dataclass(frozen=True)
@@ -133,14 +136,14 @@ def table_settings(configuration: dict[str, str], request: MaintainRequest) -> T
     """The thresholds for a table with `configuration`: flags, else properties, else defaults.
     UsageError for a property that is not a valid value (naming it)."""
     return TableSettings(
-        purge_ratio=_purge_ratio(configuration, request.purge_ratio),
+        purge_ratio=purge_ratio_setting(configuration, request.purge_ratio),
         target_size=_target_size(configuration, request.target_size),
         checkpoint_interval=_checkpoint_interval(configuration, request.checkpoint_interval),
         retention_ms=_retention(configuration, request.retain_ms),
     )
 
 
-def _purge_ratio(configuration: dict[str, str], flag: float | None) -> Setting:
+def purge_ratio_setting(configuration: dict[str, str], flag: float | None) -> Setting:
     if flag is not None:
         return Setting(flag, "flag")
     text = configuration.get(PURGE_RATIO_PROPERTY)

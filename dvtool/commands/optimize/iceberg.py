@@ -12,10 +12,13 @@ Each plans on the current snapshot and commits one snapshot through
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from dvtool.commands.optimize.iceberg_binpack import plan_compaction, target_size
+from dvtool.commands.iceberg_layout import metrics_verdict, parse_predicate, stats_paths
+from dvtool.commands.optimize.iceberg_binpack import Sizes, plan_compaction, target_size
 from dvtool.commands.optimize.iceberg_deletes import (
     DeletePlan,
     plan_convert,
@@ -26,6 +29,7 @@ from dvtool.commands.optimize.iceberg_deletes import (
 from dvtool.commands.optimize.iceberg_rewrites import (
     RewritePlan,
     added_bytes,
+    first_bins,
     plan_purge,
     validate_rewrite,
     write_rewrites,
@@ -34,8 +38,10 @@ from dvtool.commands.result import CommandResult
 from dvtool.errors import UsageError, WriteRefusedError
 from dvtool.iceberg.live_files import live_files
 from dvtool.iceberg.transaction import Outcome, Prepared, Written, commit_transaction
+from dvtool.predicate import Match
 
 if TYPE_CHECKING:
+    from dvtool.iceberg.live_files import LiveDataFile
     from dvtool.iceberg.tables import IcebergTable
 
 OPERATIONS = ("rewrite-deletes", "convert-equality", "purge", "compact")
@@ -53,6 +59,36 @@ class IcebergOptimizeRequest:
     """purge: only files whose deleted ratio is at least this (0..1)."""
     target_size: int | None = None
     """compact: the target file size (default `write.target-file-size-bytes`)."""
+    where: str | None = None
+    """purge and compact: only data files whose column metrics say some row may match
+    (Iceberg Spark's `rewrite_data_files(where => ...)`: any column, files judged by their
+    metrics, every row of a chosen file rewritten)."""
+    batch_size: int | None = None
+    """purge and compact: commit every `batch_size` new files (bins), one snapshot each
+    (Iceberg Spark's `partial-progress.enabled`); None: one snapshot."""
+
+
+def optimize_request(
+    flags: dict[str, bool],
+    *,
+    dry_run: bool = False,
+    min_deleted_ratio: float | None = None,
+    target_size: int | None = None,
+    where: str | None = None,
+    batch_size: int | None = None,
+) -> IcebergOptimizeRequest:
+    """The request for the operation `flags` name (`purge`, `rewrite-deletes`,
+    `convert-equality`: at most one; none is compaction), as the CLI and API take them."""
+    chosen = [name for name, on in flags.items() if on]
+    if len(chosen) > 1:
+        raise UsageError(
+            "give at most one of --purge, --rewrite-deletes and --convert-equality",
+            hint="Without any of them dvtool optimize compacts small files.",
+        )
+    operation = chosen[0] if chosen else "compact"
+    return IcebergOptimizeRequest(
+        operation, dry_run, min_deleted_ratio, target_size, where, batch_size
+    )
 
 
 @dataclass(frozen=True)
@@ -70,6 +106,8 @@ class IcebergOptimizeResult(CommandResult):
     retries: int = 0
     bins: list[dict[str, Any]] | None = None
     """purge and compact: the planned new files (their inputs, bytes, rows)."""
+    snapshot_ids: list[int] = field(default_factory=list)
+    """Every snapshot committed (several with `batch_size`); `snapshot_id` is the last."""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -80,6 +118,7 @@ class IcebergOptimizeResult(CommandResult):
             "format_version": self.format_version,
             "dry_run": self.dry_run,
             "metrics": dict(self.metrics),
+            "snapshot_ids": list(self.snapshot_ids),
             "attempts": self.attempts,
             "retries": self.retries,
         }
@@ -96,6 +135,9 @@ def run_optimize_iceberg(
         raise UsageError(f"unknown Iceberg optimize operation {request.operation!r}")
     if request.operation not in DELETE_OPERATIONS:
         return _run_rewrite(table, request)
+    if request.where is not None or request.batch_size is not None:
+        flag = "--where" if request.where is not None else "--batch-size"
+        raise UsageError(f"{flag} applies to --purge and compaction on Iceberg tables")
     if table.metadata.format_version < 2:
         raise WriteRefusedError(
             "Iceberg v1 tables have no delete files to rewrite",
@@ -153,7 +195,29 @@ def _result(
 
 
 def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> IcebergOptimizeResult:
-    """MERGE or compaction, committed as one `replace` snapshot."""
+    """MERGE or compaction, committed as one `replace` snapshot, or one per `batch_size`
+    bins: each batch plans on the table the previous one committed, without the files
+    earlier batches wrote (so compaction never packs its own output again)."""
+    _check_rewrite(table, request)
+    sizes = target_size(table.metadata.properties, request.target_size)
+    now = datetime.now(timezone.utc)
+    if request.where is not None:
+        parse_predicate(table.metadata, request.where, now)  # a bad --where fails first
+    written_by_us: set[str] = set()
+    batches: list[IcebergOptimizeResult] = []
+    current = table
+    while True:
+        added: set[str] = set()
+        prepare = _rewrite_prepare(request, sizes, now, written_by_us, added)
+        outcome = commit_transaction(current, prepare, plans=MAX_PLANS)
+        batches.append(_committed(outcome))
+        if request.batch_size is None or outcome.table is None or request.dry_run:
+            return _combined(batches)
+        written_by_us |= added
+        current = outcome.table
+
+
+def _check_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> None:
     ratio = request.min_deleted_ratio
     if ratio is not None and not 0 <= ratio <= 1:
         raise UsageError(f"--min-deleted-ratio must be between 0 and 1, not {ratio}")
@@ -161,24 +225,45 @@ def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> Iceber
         raise UsageError("--min-deleted-ratio applies to --purge only")
     if request.target_size is not None and request.operation != "compact":
         raise UsageError("--target-size applies to compaction only (no --purge)")
+    if request.batch_size is not None and request.batch_size <= 0:
+        raise UsageError(f"--batch-size must be positive, not {request.batch_size}")
     if table.metadata.format_version < 2:
         raise WriteRefusedError(
             "dvtool rewrites data files of Iceberg tables of format version 2 and 3",
             hint="Upgrade the table: ALTER TABLE ... SET TBLPROPERTIES ('format-version'='2').",
         )
-    sizes = target_size(table.metadata.properties, request.target_size)
+
+
+def _rewrite_prepare(
+    request: IcebergOptimizeRequest,
+    sizes: Sizes,
+    now: datetime,
+    excluded: set[str],
+    added: set[str],
+) -> Callable[[IcebergTable, Written], Prepared[IcebergOptimizeResult]]:
+    """One batch's plan and files: at most `batch_size` bins of the files `--where`
+    chooses, never one in `excluded`; the paths it writes go into `added`."""
 
     def prepare(base: IcebergTable, written: Written) -> Prepared[IcebergOptimizeResult]:
         started = time.monotonic()
         live = live_files(base)
+        chosen = _selection(base, request.where, now)
+
+        def selected(f: LiveDataFile) -> bool:
+            return f.path not in excluded and (chosen is None or chosen(f))
+
         if request.operation == "purge":
-            plan = plan_purge(base, live, ratio)
+            plan = plan_purge(base, live, request.min_deleted_ratio, selected)
         else:
-            plan = plan_compaction(base, live, sizes)
+            plan = plan_compaction(base, live, sizes, selected)
+        if request.batch_size is not None and not request.dry_run:
+            plan = first_bins(plan, live, request.batch_size, dangling=request.operation == "purge")
         result = _rewrite_result(base, request, plan)
         if request.dry_run or plan.empty:
             return Prepared(result)
         changes = write_rewrites(base, plan, written)
+        added.clear()
+        added.update(a.data_file.file_path for a in changes.added)
         metrics = {
             **result.metrics,
             "addedDataFiles": len(changes.added),
@@ -191,7 +276,40 @@ def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> Iceber
             lambda concurrent: validate_rewrite(plan, concurrent),
         )
 
-    return _committed(commit_transaction(table, prepare, plans=MAX_PLANS))
+    return prepare
+
+
+def _combined(batches: list[IcebergOptimizeResult]) -> IcebergOptimizeResult:
+    """One result for the batches: metrics and bins added up, the last batch's snapshot
+    (a last batch with nothing left to do adds nothing)."""
+    done = [b for b in batches if b.snapshot_id is not None] or batches[:1]
+    if len(done) == 1:
+        return done[0]
+    metrics: dict[str, int] = {}
+    for batch in done:
+        for key, value in batch.metrics.items():
+            metrics[key] = metrics.get(key, 0) + value
+    return replace(
+        done[-1],
+        base_snapshot_id=done[0].base_snapshot_id,
+        metrics=metrics,
+        bins=[b for batch in done for b in batch.bins or []],
+        snapshot_ids=[s for batch in done for s in batch.snapshot_ids],
+        attempts=sum(b.attempts for b in done),
+        retries=sum(b.retries for b in done),
+    )
+
+
+def _selection(
+    table: IcebergTable, where: str | None, now: datetime
+) -> Callable[[LiveDataFile], bool] | None:
+    """The data files `where` chooses (None: every file): those whose column metrics do
+    not rule out a matching row."""
+    if where is None:
+        return None
+    predicate = parse_predicate(table.metadata, where, now)
+    paths = stats_paths(table.metadata.schema())
+    return lambda live: metrics_verdict(predicate, live, paths) is not Match.NONE
 
 
 def _rewrite_result(
@@ -222,6 +340,7 @@ def _committed(outcome: Outcome[IcebergOptimizeResult]) -> IcebergOptimizeResult
     return replace(
         outcome.value,
         snapshot_id=outcome.snapshot_id,
+        snapshot_ids=[outcome.snapshot_id] if outcome.snapshot_id is not None else [],
         attempts=outcome.plans,
         retries=outcome.retries,
     )

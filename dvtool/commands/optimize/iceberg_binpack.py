@@ -30,7 +30,7 @@ and equality deletes committed meanwhile (newer) still do.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,22 +109,17 @@ def target_size(properties: dict[str, str], requested: int | None) -> Sizes:
     return Sizes(size)
 
 
-def plan_compaction(table: IcebergTable, live: LiveFiles, sizes: Sizes) -> RewritePlan:
-    """The bins of a bin-pack compaction (module docstring), with the starting snapshot's
-    sequence number."""
+def plan_compaction(
+    table: IcebergTable,
+    live: LiveFiles,
+    sizes: Sizes,
+    selected: Callable[[LiveDataFile], bool] | None = None,
+) -> RewritePlan:
+    """The bins of a bin-pack compaction (module docstring) of the `selected` files (all by
+    default), with the starting snapshot's sequence number."""
     snapshot = table.metadata.current_snapshot()
     sequence = (snapshot.sequence_number or 0) if snapshot is not None else 0
-    candidates = [f for f in live.data if _candidate(f, live, sizes)]
-    by_partition: dict[Any, list[LiveDataFile]] = {}
-    for f in candidates:
-        key = partition_key(f.entry.spec_id, f.entry.partition)
-        by_partition.setdefault(key, []).append(f)
-    chosen = [
-        group
-        for files in by_partition.values()
-        for group in _pack(files, MAX_FILE_GROUP_SIZE)
-        if _worth_rewriting(group, live, sizes)
-    ]
+    chosen = file_groups(live, sizes, selected)
     flat = [f for group in chosen for f in group]
     deleted = iter(DeletedBefore(table.io, live.index).load(flat))
     plan = RewritePlan()
@@ -135,6 +130,25 @@ def plan_compaction(table: IcebergTable, live: LiveFiles, sizes: Sizes) -> Rewri
             plan.bins.append(RewriteBin(tuple(members), sequence))
     plan.removed_deletes = unused_deletes(live, plan.inputs, dangling=False)
     return plan
+
+
+def file_groups(
+    live: LiveFiles, sizes: Sizes, selected: Callable[[LiveDataFile], bool] | None = None
+) -> list[list[LiveDataFile]]:
+    """The groups of the `selected` data files (all by default) a compaction rewrites
+    (candidates per partition, packed and filtered as Java does), from the manifests alone:
+    no file is read. `dvtool maintain` plans its compaction step with it."""
+    by_partition: dict[Any, list[LiveDataFile]] = {}
+    for f in live.data:
+        if (selected is None or selected(f)) and _candidate(f, live, sizes):
+            key = partition_key(f.entry.spec_id, f.entry.partition)
+            by_partition.setdefault(key, []).append(f)
+    return [
+        group
+        for files in by_partition.values()
+        for group in _pack(files, MAX_FILE_GROUP_SIZE)
+        if _worth_rewriting(group, live, sizes)
+    ]
 
 
 def _candidate(f: LiveDataFile, live: LiveFiles, sizes: Sizes) -> bool:

@@ -163,11 +163,7 @@ def validate_delete_rewrite(plan: DeletePlan, changes: ConcurrentChanges) -> Non
         raise CommitConflictError("a delete file this rewrite replaces was removed concurrently")
     if plan.deletion_vectors and changes.added_deletes:
         touched = {f.path for f, _ in plan.positions}
-        if any(
-            d.content is not DeleteContent.EQUALITY
-            and (d.target() in touched or d.target() is None)
-            for d in changes.added_deletes
-        ):
+        if changes.position_deletes_on(touched):
             raise CommitConflictError(
                 "a concurrent commit added deletes to a data file this rewrite writes deletes for"
             )

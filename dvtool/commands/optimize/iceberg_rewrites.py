@@ -37,7 +37,7 @@ Each conflict makes the command plan again on the new head.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,11 +141,19 @@ class RewritePlan:
 
 
 def plan_purge(
-    table: IcebergTable, live: LiveFiles, min_deleted_ratio: float | None
+    table: IcebergTable,
+    live: LiveFiles,
+    min_deleted_ratio: float | None,
+    selected: Callable[[LiveDataFile], bool] | None = None,
 ) -> RewritePlan:
-    """MERGE: one bin per data file with deletes (deleted ratio >= `min_deleted_ratio`),
-    keeping the file's data sequence number."""
-    with_deletes = [f for f in live.data if live.index.for_data_file(f.entry).files()]
+    """MERGE: one bin per data file with deletes (deleted ratio >= `min_deleted_ratio`,
+    among the `selected` files), keeping the file's data sequence number. Which delete
+    files go is judged over every live file, selected or not."""
+    with_deletes = [
+        f
+        for f in live.data
+        if (selected is None or selected(f)) and live.index.for_data_file(f.entry).files()
+    ]
     plan = RewritePlan()
     loaded = DeletedBefore(table.io, live.index).load(with_deletes)
     for f, deleted in zip(with_deletes, loaded, strict=True):
@@ -164,6 +172,16 @@ def _ratio_reached(source: Input, ratio: float) -> bool:
 
 
 # -- shared ---------------------------------------------------------------------------------
+
+
+def first_bins(plan: RewritePlan, live: LiveFiles, count: int, *, dangling: bool) -> RewritePlan:
+    """The plan's first `count` bins (a batch of `--batch-size`), with the delete files that
+    then apply to no kept file (`dangling`: and those that apply to none at all)."""
+    if len(plan.bins) <= count:
+        return plan
+    batch = RewritePlan(plan.bins[:count])
+    batch.removed_deletes = unused_deletes(live, batch.inputs, dangling=dangling)
+    return batch
 
 
 def unused_deletes(live: LiveFiles, inputs: Sequence[Input], *, dangling: bool) -> list[Any]:

@@ -264,6 +264,7 @@ def test_json_document_shape(tmp_path: Path) -> None:
     [outcome] = doc["tables"]
     assert set(outcome) == {
         "location",
+        "format",
         "status",
         "exit_code",
         "plan",
@@ -271,6 +272,7 @@ def test_json_document_shape(tmp_path: Path) -> None:
         "metrics",
         "error",
     }
+    assert outcome["format"] == "delta"
     plan = outcome["plan"]
     assert set(plan) == {"read_version", "settings", "steps"}
     assert set(plan["settings"]) == {
@@ -597,35 +599,3 @@ def test_files_planned_as_purged_are_for_a_dry_run_compaction_only(tmp_path: Pat
     ):
         with pytest.raises(UsageError, match="dry-run compaction only"):
             run_optimize(log, request, lambda _n: ArrowEngine())
-
-
-# -- Iceberg tables under a prefix -------------------------------------------------------------
-
-
-def test_maintain_skips_the_iceberg_tables_it_finds(tmp_path: Path) -> None:
-    """A prefix holding a Delta table and an Iceberg table (written by pyiceberg): the Delta
-    table is maintained; the Iceberg table is found and reported with every step skipped,
-    saying why, and not a byte of it changes; skipping is no failure (exit 0)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    lake = tmp_path / "lake"
-    data = pa.table({"id": pa.array(range(10), pa.int64())})
-    write_deltalake(str(lake / "delta_t"), data)
-    ice = lake / "ice_t"
-    catalog = SqlCatalog("maintain", uri="sqlite:///:memory:", warehouse=f"file://{ice}")
-    catalog.create_namespace("ns")
-    catalog.create_table("ns.t", schema=data.schema, location=f"file://{ice}").append(data)
-    untouched = tree_hashes(ice)
-
-    doc = _maintain_json(lake, "--recursive", code=0)
-
-    tables = _by_location(doc)
-    assert set(tables) == {str(lake / "delta_t"), str(ice)}
-    assert tables[str(lake / "delta_t")]["status"] == "ok"
-    iceberg = tables[str(ice)]
-    assert iceberg["status"] == "skipped" and iceberg["error"] is None
-    assert [a["step"] for a in iceberg["actions"]] == STEPS
-    assert all(a["status"] == "skipped" for a in iceberg["actions"])
-    assert all("Iceberg" in a["detail"] for a in iceberg["actions"])
-    assert tree_hashes(ice) == untouched
-    assert catalog.load_table("ns.t").scan().to_arrow().num_rows == 10

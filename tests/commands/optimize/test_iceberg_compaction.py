@@ -81,11 +81,17 @@ def test_too_few_small_files_are_left_alone(tmp_path: Path) -> None:
         ("--purge", "--rewrite-deletes"),
         ("--min-deleted-ratio", "0.5"),
         ("--purge", "--target-size", "1MB"),
-        ("--where", "id > 1"),
+        ("--rewrite-deletes", "--where", "id > 1"),
+        ("--where", "no_such_column > 1"),
+        ("--batch-size", "0"),
+        ("--rewrite-deletes", "--batch-size", "2"),
         ("--purge", "--min-deleted-ratio", "2"),
     ],
 )
 def test_optimize_usage_errors_on_iceberg(tmp_path: Path, args: tuple[str, ...]) -> None:
     _small_files(tmp_path / "t", 1)
+    metadata = sorted((tmp_path / "t" / "metadata").iterdir())
     result = run("optimize", tmp_path / "t", *args)
     assert result.exit_code == 2, all_output(result)
+    assert len(all_output(result).strip().splitlines()) <= 2, all_output(result)
+    assert sorted((tmp_path / "t" / "metadata").iterdir()) == metadata  # nothing written
