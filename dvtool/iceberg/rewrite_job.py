@@ -14,8 +14,8 @@ metadata; pickled, it becomes plain data (`_reopened`):
   backends; options pyarrow cannot take are refused on the driver, before any task); a
   catalog's pyiceberg FileIO as its class and properties (credentials the catalog vended
   included);
-- the metadata as its JSON (`model_dump_json`, pyiceberg's own serialization), parsed again
-  once per executor process and job.
+- the metadata as its JSON (`metadata_json.to_json`, as dvtool writes metadata files: pyiceberg
+  0.12 serializes no v3 metadata), parsed again once per executor process and job.
 
 The new file comes back as its `DataFile`'s fields (`written_fields`), made a `DataFile` again
 on the driver (`data_file_of`). The values, metrics, row lineage and sequence numbers are
@@ -177,7 +177,9 @@ class RewriteJob:
 
     def __reduce__(self) -> tuple[Any, tuple[FileIOSpec, str]]:
         """Pickled as the FileIO's spec and the metadata's JSON (module docstring)."""
-        return (_reopened, (file_io_spec(self.io), self.metadata.model_dump_json()))
+        from dvtool.iceberg.metadata_json import to_json
+
+        return (_reopened, (file_io_spec(self.io), to_json(self.metadata)))
 
 
 @functools.lru_cache(maxsize=4)
