@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -211,10 +211,11 @@ def data_file_of(fields: tuple[Any, ...]) -> DataFile:
     return data_file
 
 
-def _values(record: Record | Mapping[str, Any] | None) -> tuple[Any, ...]:
+def _values(record: Record | None) -> tuple[Any, ...]:
+    """A partition's values, in order, as a plain tuple."""
     if record is None:
         return ()
-    return tuple(record[i] for i in range(len(record)))  # type: ignore[index]
+    return tuple(record[i] for i in range(len(record)))
 
 
 __all__ = [
