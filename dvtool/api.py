@@ -267,7 +267,7 @@ def delete(
     vectors (v3)), `"cow"` (rewrite the files without the rows) or `"auto"` (`dv` when the
     table enables deletion vectors; Iceberg: when `write.delete.mode` is merge-on-read).
     `dry_run` plans and writes nothing. `spark` is a SparkSession to scan (and for `cow`
-    rewrite) on, kept running; None runs in-process (Iceberg tables always in-process).
+    rewrite) on, kept running; None runs in-process.
     `catalog` opens an Iceberg table (`namespace.table`) through a pyiceberg catalog.
     Returns the `DeleteResult` (`version`: the committed version, None for a dry run or when
     nothing matched; `metrics` Delta's operation metrics; `changes` one entry per file), or
@@ -284,10 +284,9 @@ def delete(
     if not isinstance(opened, DeltaLog):
         from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
 
-        if spark is not None:
-            raise UsageError("the Spark engine does not scan Iceberg tables yet: spark=None")
         storage = scan_storage(opened, dict(storage_options or {}))
-        return run_delete_iceberg(opened, request, storage)
+        with _engine(spark) as engine:
+            return run_delete_iceberg(opened, request, storage, engine=engine)
     with _engine(spark) as engine:
         return run_delete(opened, request, engine=engine)
 
@@ -348,7 +347,8 @@ def optimize(
             target_size=target_size,
             where=where,
         )
-        return run_optimize_iceberg(opened, iceberg_request)
+        with _engine(spark) as engine:
+            return run_optimize_iceberg(opened, iceberg_request, lambda _bytes: engine)
     if rewrite_deletes or convert_equality:
         raise UsageError("rewrite_deletes and convert_equality apply to Iceberg tables only")
     request = OptimizeRequest(purge, min_deleted_ratio, target_size, where, dry_run)

@@ -184,7 +184,7 @@ def optimize(
             where=where,
             batch_size=batch_size,
         )
-        renderer.optimize_iceberg(run_optimize_iceberg(table, iceberg_request))
+        renderer.optimize_iceberg(run_optimize_iceberg(table, iceberg_request, engine_for))
         return
     if rewrite_deletes or convert_equality:
         flag = "--rewrite-deletes" if rewrite_deletes else "--convert-equality"

@@ -5,7 +5,8 @@ thread pool: row-group skipping by statistics, the predicate's columns read and 
 the table's schema, filtered in acero plans shared by the small files of a group.
 
 A rewrite (purge, compaction, copy-on-write delete) runs `dvtool.engines.rewrite.write_bin`
-per bin on the thread pool; the fsyncs of new local files run off the writer threads
+per bin on the thread pool (a format's own writes, `run_writes`, run there too); the
+fsyncs of new local files run off the writer threads
 (`dvtool.data_files.BackgroundSync`) and are awaited before the files are returned.
 `dvtool.predicate` (sqlglot, acero) is imported only when a scan runs. Nothing here imports
 pandas: the predicate is evaluated with `Predicate.filter`, not `Table.filter(expression)`,
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
@@ -28,7 +29,9 @@ from dvtool.data_files import (
 )
 from dvtool.engines.arrow_scan import FileScan, scan_groups
 from dvtool.engines.base import (
+    Item,
     Progress,
+    Result,
     RewriteBin,
     ScanFile,
     TableLayout,
@@ -107,3 +110,20 @@ class ArrowEngine:
                 with contextlib.suppress(Exception):  # the original error is the one to report
                     table.storage.delete_many(locations)
                 raise
+
+    def run_writes(
+        self,
+        write: Callable[[Item], Result],
+        items: Sequence[Item],
+        progress: Progress | None = None,
+    ) -> list[Result]:
+        """`write(item)` per item on the thread pool, results in order (`Engine.run_writes`:
+        on a failure, the pool finishes the other items before the error is raised)."""
+
+        def one(item: Item) -> Result:
+            result = write(item)
+            if progress:
+                progress(1)
+            return result
+
+        return map_io(one, items, threads=self.threads)

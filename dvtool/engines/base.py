@@ -7,13 +7,18 @@ into the DV (`old | new`) and count the newly deleted rows directly.
 A rewrite turns bins of input files into one new data file per bin, without the rows each
 input drops (its DV): purge uses bins of one file, compaction bins of small files of one
 partition. Engines only read and write data files; the caller alone commits.
+
+`run_writes` runs a format's own writes where the engine runs its tasks: a picklable
+function of plain-data items (Iceberg's data file rewrites, `dvtool.iceberg.rewrite_job`,
+which need the table's metadata rather than a `TableLayout`); the arrow engine calls it on
+its thread pool, the Spark engine in one task per item on the executors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -30,6 +35,8 @@ if TYPE_CHECKING:  # only scans need it; its sqlglot costs ~0.05 s at start-up
     from dvtool.storage.data_file_storage import DataFileStorage
 
 Progress = Callable[[int], None]
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -136,5 +143,21 @@ class Engine(Protocol):
         Every file returned is durable (on local disk: the file and its directory entry
         fsynced): commands commit right after, and a commit must never name a file a crash
         could lose.
+        """
+        ...
+
+    def run_writes(
+        self,
+        write: Callable[[Item], Result],
+        items: Sequence[Item],
+        progress: Progress | None = None,
+    ) -> list[Result]:
+        """Per item (in order), `write(item)`: writes of new files a format describes itself.
+
+        `write` (a module-level function or an object whose pickle is plain data) and the
+        items and results must be picklable, as the Spark engine runs one task per item on
+        its executors. When an item fails, this raises once every other item has finished,
+        never while a write still runs: the caller records the files it plans before
+        calling and deletes them (every file returned is durable, as for `rewrite`).
         """
         ...

@@ -14,6 +14,9 @@ file that exists (FileExistsError, as pyiceberg's own FileIO does); the new file
 writes are uniquely named, and the one file whose creation must be atomic, a path table's
 next `vN.metadata.json`, is created with `Storage.put_if_absent` by the commit
 (`dvtool.iceberg.path_commit`), not through this FileIO.
+
+The same FileIO over `ArrowStorage` (pyarrow's filesystems, the same storage options) reads
+and writes data files where a rewrite runs on Spark executors (`dvtool.iceberg.rewrite_job`).
 """
 
 from __future__ import annotations
@@ -24,13 +27,20 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
 if TYPE_CHECKING:
+    # The driver's `Storage`, or on Spark executors (no fsspec there) pyarrow's filesystems
+    # with the same options, for the data files a rewrite reads and writes.
+    from typing import TypeAlias
+
+    from dvtool.storage.arrow_storage import ArrowStorage
     from dvtool.storage.table_storage import Storage
+
+    FileStore: TypeAlias = Storage | ArrowStorage
 
 
 class StorageInputFile(InputFile):
     """One file read through `Storage`."""
 
-    def __init__(self, storage: Storage, location: str) -> None:
+    def __init__(self, storage: FileStore, location: str) -> None:
         super().__init__(location)
         self._storage = storage
 
@@ -53,7 +63,7 @@ class StorageOutputStream(io.BytesIO):
     """The bytes of one new file, written to `Storage` whole when closed (not when the
     writer fails: leaving the `with` block on an error publishes nothing)."""
 
-    def __init__(self, storage: Storage, location: str) -> None:
+    def __init__(self, storage: FileStore, location: str) -> None:
         super().__init__()
         self._storage = storage
         self._location = location
@@ -75,7 +85,7 @@ class StorageOutputStream(io.BytesIO):
 class StorageOutputFile(OutputFile):
     """One new file written through `Storage`."""
 
-    def __init__(self, storage: Storage, location: str) -> None:
+    def __init__(self, storage: FileStore, location: str) -> None:
         super().__init__(location)
         self._storage = storage
 
@@ -100,7 +110,7 @@ class StorageFileIO(FileIO):
     """A `FileIO` whose files are those of a `Storage` (any location on its filesystem,
     not only under its root: Iceberg paths are absolute)."""
 
-    def __init__(self, storage: Storage, properties: dict[str, Any] | None = None) -> None:
+    def __init__(self, storage: FileStore, properties: dict[str, Any] | None = None) -> None:
         super().__init__(properties or {})
         self.storage = storage
 

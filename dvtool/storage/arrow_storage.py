@@ -4,9 +4,10 @@ Executors of a stock Spark cluster have pyarrow but not fsspec or its backends (
 adlfs), so the code that rewrites data files there reaches the table through
 `pyarrow.fs` instead: `ArrowStorage` offers what data files need (`DataFileStorage`: open a
 parquet file, write a new file, stat it, delete it, and the location arithmetic of
-`Storage`), with the same locations and the same errors (`FileMissingError`,
-`StorageError` naming the location). It never commits: commits, DVs and listings stay on
-the driver's `Storage`.
+`Storage`; and `size`, `exists` and `read`, with which `dvtool.iceberg.file_io` reads and
+writes an Iceberg table's data files on executors), with the same locations and the same
+errors (`FileMissingError`, `StorageError` naming the location). It never commits:
+commits, DVs and listings stay on the driver's `Storage`.
 
 The table's storage options (`--storage-option`, as the user gave them) are resolved as for
 fsspec (`storage_options`: object_store's keys such as `AWS_REGION` become s3fs's
@@ -178,6 +179,23 @@ class ArrowStorage:
             int(found.size or 0),
             None if mtime is None else mtime // 1_000_000,
         )
+
+    def size(self, location: str) -> int:
+        """The file's length in bytes; FileMissingError if it does not exist."""
+        found = self.info(location)
+        if found is None:
+            raise FileMissingError(location)
+        return found.size
+
+    def exists(self, location: str) -> bool:
+        """Whether a file (not a directory) exists at `location`."""
+        return self.info(location) is not None
+
+    def read(self, location: str) -> bytes:
+        """The whole file; FileMissingError if it does not exist."""
+        path = self._path(location)
+        with self._errors(location, "read"), self.filesystem().open_input_stream(path) as stream:
+            return bytes(stream.read())
 
     def write(self, location: str, data: bytes) -> None:
         """Write a new, uniquely named file; no reader sees half of it."""

@@ -373,10 +373,32 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
             written = engine.rewrite(layout, configuration, bins)
             out["written"] = [None if w is None else w.__dict__ for w in written]
             out["rewrite_seconds"] = round(time.monotonic() - started, 2)
+        if spec.get("iceberg"):
+            out["iceberg"] = _iceberg_delete_and_purge(engine, spec["iceberg"])
     finally:
         engine.stop()
     out["seconds"] = round(time.monotonic() - begun, 2)
     return out
+
+
+def _iceberg_delete_and_purge(engine: Any, folder: str) -> dict[str, Any]:
+    """On an Iceberg path table: a merge-on-read delete of `id % 3 = 0` (the Spark scan),
+    then a purge (Spark rewrites); what they report."""
+    from dvtool.commands.delete.command import DeleteRequest
+    from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
+    from dvtool.commands.optimize.iceberg import IcebergOptimizeRequest, run_optimize_iceberg
+    from dvtool.iceberg.tables import open_iceberg
+
+    table = open_iceberg(folder)
+    request = DeleteRequest("id % 3 = 0", "dv")
+    deleted = run_delete_iceberg(table, request, scan_storage(table, {}), engine=engine)
+    purge = IcebergOptimizeRequest("purge")
+    purged = run_optimize_iceberg(open_iceberg(folder), purge, lambda _size: engine)
+    return {
+        "deleted": deleted.metrics["numDeletedRows"],
+        "purged": purged.metrics["rewrittenDataFiles"],
+        "engine": purged.engine,
+    }
 
 
 def run_in_child(

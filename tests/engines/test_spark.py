@@ -519,6 +519,18 @@ def test_standalone_cluster(spark_standalone: Any, delta_table: Path, tmp_path: 
 
 
 def test_spark_connect(spark_connect: Any, delta_table: Path, tmp_path: Path) -> None:
+    """Delta scans and rewrites, and on an Iceberg v2 table (3 files of 20 rows) a delete
+    scanned and a purge rewritten on the Connect server: pyiceberg reads the rows left."""
+    from pyiceberg.table import StaticTable
+
+    from dvtool.iceberg.tables import open_iceberg
+    from tests.iceberg.commit_tables import committed, new_path_table, through_dvtool
+    from tests.iceberg.commit_tables import rows as iceberg_rows
+
+    iceberg = through_dvtool(new_path_table(str(tmp_path / "iceberg"), 2))
+    for n in range(3):
+        iceberg.append(iceberg_rows(n * 20, n * 20 + 20))
+    committed(iceberg)
     layout, files, _ = table_scan(delta_table)
     bins = _bins(layout, files)
     spec = {
@@ -526,8 +538,14 @@ def test_spark_connect(spark_connect: Any, delta_table: Path, tmp_path: Path) ->
         "table": str(delta_table),
         "predicates": [DELTA_PREDICATES[2], DELTA_PREDICATES[6]],
         "bins": _bins_json(bins),
+        "iceberg": str(tmp_path / "iceberg"),
     }
-    _check_child_result(layout, files, bins, run_in_child(spec, tmp_path))
+    result = run_in_child(spec, tmp_path)
+    _check_child_result(layout, files, bins, result)
+    assert result["iceberg"] == {"deleted": 20, "purged": 3, "engine": "spark"}
+    location = open_iceberg(str(tmp_path / "iceberg")).metadata_location
+    read = StaticTable.from_metadata(location).scan().to_arrow()
+    assert sorted(read["id"].to_pylist()) == [i for i in range(60) if i % 3]
 
 
 @pytest.mark.parametrize(

@@ -110,17 +110,19 @@ def run_delete_iceberg(
     engine_for: Callable[[int], Engine] | None = None,
 ) -> IcebergDeleteResult:
     """Delete the rows matching `request.where` (see the module docstring); `storage` reads
-    the data files. The scan runs on `engine`, else on `engine_for(bytes to scan)`, else
-    arrow; Spark does not scan Iceberg tables yet."""
+    the data files. The scan (and a copy-on-write delete's rewrite) runs on `engine`, else
+    on `engine_for(bytes to scan)`, chosen by the first plan, else arrow."""
     mode = _choose_mode(table, request.mode)
     if request.now is None:
         request = replace(request, now=datetime.now(timezone.utc))
+    chosen = engine
 
     def prepare(base: IcebergTable, written: Written) -> Prepared[IcebergDeleteResult]:
+        nonlocal chosen
         started = time.monotonic()
         predicate = parse_predicate(base, request.where, request.now)
         plan = plan_delete(base, predicate)
-        chosen = engine or _engine(plan, engine_for)
+        chosen = chosen or _engine(plan, engine_for)
         attempt = _scan(plan, storage, chosen, progress)
         if mode == "cow":
             attempt.changes = cow_changes(attempt.changes)
@@ -128,7 +130,7 @@ def run_delete_iceberg(
         if request.dry_run or not attempt.touched:
             return Prepared(_result(attempt, mode, request.dry_run, {"scanTimeMs": scan_ms}))
         if mode == "cow":
-            cow = write_cow(plan, attempt.touched, written)
+            cow = write_cow(plan, attempt.touched, written, chosen)
             changes, metrics, validate = cow.changes, cow.metrics, cow.validate
         else:
             changes, metrics = _write(attempt, written)
@@ -156,18 +158,13 @@ def scan_storage(table: IcebergTable, storage_options: dict[str, str]) -> DataFi
 
 
 def _engine(plan: Plan, engine_for: Callable[[int], Engine] | None) -> Engine:
-    """The arrow engine; `engine_for` may ask for Spark, which is refused for Iceberg."""
+    """`engine_for(bytes to scan)` (`--engine`, `--spark-threshold`: as for a Delta table),
+    else arrow."""
     from dvtool.engines.arrow import ArrowEngine
 
     if engine_for is None:
         return ArrowEngine()
-    chosen = engine_for(sum(live.entry.file_size_in_bytes for live in plan.scan))
-    if chosen.name != "arrow":
-        raise UsageError(
-            "the Spark engine does not scan Iceberg tables yet",
-            hint="Run with --engine arrow (the default below --spark-threshold).",
-        )
-    return chosen
+    return engine_for(sum(live.entry.file_size_in_bytes for live in plan.scan))
 
 
 def _choose_mode(table: IcebergTable, requested: str) -> str:

@@ -2,7 +2,8 @@
 `write.delete.mode=copy-on-write` (Iceberg's default) commits it.
 
 The plan and scan are the merge-on-read delete's (`iceberg_plan`); then every touched data
-file is rewritten without the matching rows and the rows deleted before (its DV, position
+file is rewritten, on the scan's engine (`write_rewrites`: arrow or Spark's executors),
+without the matching rows and the rows deleted before (its DV, position
 deletes, equality-deleted rows), keeping the order and, v3, the rows' `_row_id` and
 `_last_updated_sequence_number` (`dvtool.iceberg.data_file_rewrite`); a file whose rows all
 go is removed without a replacement. The snapshot (Java's `OverwriteFiles`: operation
@@ -42,6 +43,7 @@ from dvtool.iceberg.snapshot_files import unpartitioned_specs
 if TYPE_CHECKING:
     from dvtool.commands.delete.command import FileChange
     from dvtool.commands.delete.iceberg_plan import Plan, Touched
+    from dvtool.engines.base import Engine
     from dvtool.iceberg.concurrent_changes import ConcurrentChanges
     from dvtool.iceberg.snapshot_producer import SnapshotChanges
     from dvtool.iceberg.transaction import Written
@@ -62,14 +64,17 @@ def cow_changes(changes: Sequence[FileChange]) -> list[FileChange]:
     return [replace(c, action="rewrite") if c.action == "dv" else c for c in changes]
 
 
-def write_cow(plan: Plan, touched: Sequence[Touched], written: Written) -> CowWrite:
-    """Rewrite the touched files without their deleted rows (module docstring)."""
+def write_cow(
+    plan: Plan, touched: Sequence[Touched], written: Written, engine: Engine | None = None
+) -> CowWrite:
+    """Rewrite the touched files without their deleted rows (module docstring), on
+    `engine` (the scan's; default arrow)."""
     started = time.monotonic()
     inputs = [_input(t) for t in touched]
     rewrite = RewritePlan(bins=[RewriteBin((i,), None) for i in inputs])
     rewrite.removed_deletes = unused_deletes(plan.live, inputs, dangling=False)
     table = plan.table
-    changes = write_rewrites(table, rewrite, written, operation="overwrite")
+    changes = write_rewrites(table, rewrite, written, operation="overwrite", engine=engine)
     if not changes.added:
         changes = replace(changes, operation="delete")
     metrics = {

@@ -101,7 +101,7 @@ def run_maintain(
     """Maintain the tables `targets` name (with `recursive`, every table under them; with
     `catalog`, the Iceberg tables of that catalog `targets` name as `namespace.table`).
 
-    `engine_for(bytes)` picks the engine of each Delta rewrite (default: in-process arrow);
+    `engine_for(bytes)` picks the engine of each rewrite (default: in-process arrow);
     `progress(total)` returns the callback advanced once per table; `clock` (seconds)
     measures the time budget.
     """
@@ -194,7 +194,7 @@ def _maintain_table(
 
             outcome.format = "iceberg"
             table = open_iceberg(target.location, options, target.catalog)
-            maintain_iceberg(table, request, outcome, budget, options)
+            maintain_iceberg(table, request, outcome, budget, options, engine_for)
             return outcome
         outcome.format = "delta"
         log = open_log(target.location, options)

@@ -22,13 +22,13 @@ validation against concurrent commits and safety rules are the command's. After 
 that committed, the table is read again (`catalog_commit.refresh`), so the next step plans
 and commits on the new head. `dry_run` runs each step's own dry run, each planned against
 the table as it is (unlike Delta's, compaction is not planned as the purge would leave
-the table: a file the purge would rewrite may be planned under both). Rewrites run in
-process whatever the engine (Iceberg rewrites have no Spark path yet).
+the table: a file the purge would rewrite may be planned under both). The purge and the
+compaction rewrite on the engine `engine_for(bytes)` chooses, as Delta's do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.maintain.iceberg_plan import iceberg_settings, plan_iceberg
@@ -59,6 +59,7 @@ from dvtool.errors import StorageError
 
 if TYPE_CHECKING:
     from dvtool.commands.maintain.plan import MaintainRequest, PlannedStep, TablePlan
+    from dvtool.engines.base import Engine
     from dvtool.iceberg.tables import IcebergTable
 
 
@@ -88,12 +89,15 @@ def maintain_iceberg(
     outcome: TableOutcome,
     budget: Budget,
     storage_options: Mapping[str, str] | None = None,
+    engine_for: Callable[[int], Engine] | None = None,
 ) -> None:
     """Plan and run the steps on `table`, recording them on `outcome`; raises only while
-    planning (the caller records it)."""
+    planning (the caller records it). Rewrites run on `engine_for(bytes)` (default arrow)."""
     outcome.metrics = iceberg_metrics()
     outcome.plan = plan_iceberg(table, iceberg_settings(table.metadata, request))
-    run = _IcebergRun(table, outcome.plan, request.dry_run, outcome.metrics, storage_options)
+    run = _IcebergRun(
+        table, outcome.plan, request.dry_run, outcome.metrics, storage_options, engine_for
+    )
     run_steps(outcome, outcome.plan.steps, run.runners(), budget)
 
 
@@ -108,6 +112,7 @@ class _IcebergRun:
         dry_run: bool,
         metrics: dict[str, Any],
         storage_options: Mapping[str, str] | None,
+        engine_for: Callable[[int], Engine] | None = None,
     ) -> None:
         self.table = table
         self.plan = plan
@@ -115,6 +120,7 @@ class _IcebergRun:
         self.metrics = metrics
         self.storage_options = storage_options
         self.rewrote = False
+        self.engine_for = engine_for
 
     def runners(self) -> dict[str, StepRunner]:
         """The function running each step that applies to the table."""
@@ -127,7 +133,7 @@ class _IcebergRun:
         return {s.step: every[s.step] for s in self.plan.steps if s.applicable}
 
     def _optimize(self, request: IcebergOptimizeRequest) -> IcebergOptimizeResult:
-        result = run_optimize_iceberg(self.table, request)
+        result = run_optimize_iceberg(self.table, request, self.engine_for)
         if result.snapshot_id is not None:
             self._committed(result.snapshot_ids or [result.snapshot_id])
         return result

@@ -3,7 +3,8 @@
 - `--rewrite-deletes` (REWRITE) and `--convert-equality` (CONVERT) rewrite delete files only
   (`iceberg_deletes`);
 - `--purge` (MERGE) and plain compaction rewrite data files (`iceberg_rewrites`,
-  `iceberg_binpack`).
+  `iceberg_binpack`), on the engine `engine_for(bytes to rewrite)` chooses (arrow, or
+  Spark's executors), as a Delta table's purge and compaction.
 
 Each plans on the current snapshot and commits one snapshot through
 `dvtool.iceberg.transaction` (re-planned when a concurrent commit invalidates it).
@@ -41,6 +42,7 @@ from dvtool.iceberg.transaction import Outcome, Prepared, Written, commit_transa
 from dvtool.predicate import Match
 
 if TYPE_CHECKING:
+    from dvtool.engines.base import Engine
     from dvtool.iceberg.live_files import LiveDataFile
     from dvtool.iceberg.tables import IcebergTable
 
@@ -108,6 +110,8 @@ class IcebergOptimizeResult(CommandResult):
     """purge and compact: the planned new files (their inputs, bytes, rows)."""
     snapshot_ids: list[int] = field(default_factory=list)
     """Every snapshot committed (several with `batch_size`); `snapshot_id` is the last."""
+    engine: str | None = None
+    """purge and compact: the engine that wrote the new files (None: nothing written)."""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -124,17 +128,22 @@ class IcebergOptimizeResult(CommandResult):
         }
         if self.bins is not None:
             doc["bins"] = list(self.bins)
+        if self.engine is not None:
+            doc["engine"] = self.engine
         return doc
 
 
 def run_optimize_iceberg(
-    table: IcebergTable, request: IcebergOptimizeRequest
+    table: IcebergTable,
+    request: IcebergOptimizeRequest,
+    engine_for: Callable[[int], Engine] | None = None,
 ) -> IcebergOptimizeResult:
-    """Run one delete compaction or data file rewrite (see the module docstring)."""
+    """Run one delete compaction or data file rewrite (see the module docstring); a data
+    file rewrite runs on `engine_for(bytes to rewrite)` (default arrow)."""
     if request.operation not in OPERATIONS:
         raise UsageError(f"unknown Iceberg optimize operation {request.operation!r}")
     if request.operation not in DELETE_OPERATIONS:
-        return _run_rewrite(table, request)
+        return _run_rewrite(table, request, _EngineChoice(engine_for))
     if request.where is not None or request.batch_size is not None:
         flag = "--where" if request.where is not None else "--batch-size"
         raise UsageError(f"{flag} applies to --purge and compaction on Iceberg tables")
@@ -194,7 +203,24 @@ def _result(
 # -- data file rewrites: purge (MERGE) and compact -------------------------------------------
 
 
-def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> IcebergOptimizeResult:
+class _EngineChoice:
+    """The engine of a rewrite: `engine_for(bytes)` asked once, by the first plan that
+    writes, with all the bytes it plans to rewrite (every batch's, as for Delta); None
+    without `engine_for` (arrow)."""
+
+    def __init__(self, engine_for: Callable[[int], Engine] | None) -> None:
+        self._engine_for = engine_for
+        self._chosen: Engine | None = None
+
+    def __call__(self, plan: RewritePlan) -> Engine | None:
+        if self._chosen is None and self._engine_for is not None:
+            self._chosen = self._engine_for(sum(b.input_bytes for b in plan.bins))
+        return self._chosen
+
+
+def _run_rewrite(
+    table: IcebergTable, request: IcebergOptimizeRequest, engines: _EngineChoice
+) -> IcebergOptimizeResult:
     """MERGE or compaction, committed as one `replace` snapshot, or one per `batch_size`
     bins: each batch plans on the table the previous one committed, without the files
     earlier batches wrote (so compaction never packs its own output again)."""
@@ -208,7 +234,7 @@ def _run_rewrite(table: IcebergTable, request: IcebergOptimizeRequest) -> Iceber
     current = table
     while True:
         added: set[str] = set()
-        prepare = _rewrite_prepare(request, sizes, now, written_by_us, added)
+        prepare = _rewrite_prepare(request, sizes, now, written_by_us, added, engines)
         outcome = commit_transaction(current, prepare, plans=MAX_PLANS)
         batches.append(_committed(outcome))
         if request.batch_size is None or outcome.table is None or request.dry_run:
@@ -240,9 +266,11 @@ def _rewrite_prepare(
     now: datetime,
     excluded: set[str],
     added: set[str],
+    engines: _EngineChoice,
 ) -> Callable[[IcebergTable, Written], Prepared[IcebergOptimizeResult]]:
     """One batch's plan and files: at most `batch_size` bins of the files `--where`
-    chooses, never one in `excluded`; the paths it writes go into `added`."""
+    chooses, never one in `excluded`, written on the engine `engines` chooses; the paths
+    it writes go into `added`."""
 
     def prepare(base: IcebergTable, written: Written) -> Prepared[IcebergOptimizeResult]:
         started = time.monotonic()
@@ -256,12 +284,13 @@ def _rewrite_prepare(
             plan = plan_purge(base, live, request.min_deleted_ratio, selected)
         else:
             plan = plan_compaction(base, live, sizes, selected)
+        engine = None if request.dry_run or plan.empty else engines(plan)
         if request.batch_size is not None and not request.dry_run:
             plan = first_bins(plan, live, request.batch_size, dangling=request.operation == "purge")
         result = _rewrite_result(base, request, plan)
         if request.dry_run or plan.empty:
             return Prepared(result)
-        changes = write_rewrites(base, plan, written)
+        changes = write_rewrites(base, plan, written, engine=engine)
         added.clear()
         added.update(a.data_file.file_path for a in changes.added)
         metrics = {
@@ -271,7 +300,7 @@ def _rewrite_prepare(
             "executionTimeMs": int((time.monotonic() - started) * 1000),
         }
         return Prepared(
-            replace(result, metrics=metrics),
+            replace(result, metrics=metrics, engine=engine.name if engine else "arrow"),
             changes,
             lambda concurrent: validate_rewrite(plan, concurrent),
         )

@@ -14,6 +14,8 @@ The two `dvtool optimize` operations that rewrite data files (Iceberg Spark's
   bin-packed into files of about the target size, committed with the starting snapshot's
   sequence number (Java's `use-starting-sequence-number`, its default).
 
+The new files are written by an engine (`write_rewrites`: arrow in this process, or Spark's
+executors with `--engine spark`), each by `rewrite_data_files`; dvtool commits them here.
 In both, the rows a rewritten file's deletes remove are left out, and the delete files that
 apply to no remaining data file are removed in the same snapshot (`unused_deletes`): the
 DVs and file-scoped position deletes of rewritten files, partition position deletes and
@@ -44,15 +46,17 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap64
 
 from dvtool.errors import CommitConflictError
-from dvtool.iceberg.data_file_rewrite import RewriteSource, new_data_location, rewrite_data_files
+from dvtool.iceberg.data_file_rewrite import RewriteSource, new_data_location
 from dvtool.iceberg.delete_index import DeleteContent, DeleteFileEntry
 from dvtool.iceberg.deleted_rows import count_below
 from dvtool.iceberg.live_files import Deleted, DeletedBefore, LiveDataFile
+from dvtool.iceberg.rewrite_job import RewriteJob, data_file_of, rewrite_task
 from dvtool.iceberg.row_deletes import EntryKey
 from dvtool.iceberg.snapshot_files import first_row_id
 from dvtool.iceberg.snapshot_producer import AddedFile, SnapshotChanges
 
 if TYPE_CHECKING:
+    from dvtool.engines.base import Engine
     from dvtool.iceberg.concurrent_changes import ConcurrentChanges
     from dvtool.iceberg.live_files import LiveFiles
     from dvtool.iceberg.tables import IcebergTable
@@ -203,25 +207,34 @@ def unused_deletes(live: LiveFiles, inputs: Sequence[Input], *, dangling: bool) 
 
 
 def write_rewrites(
-    table: IcebergTable, plan: RewritePlan, written: Written, operation: str = "replace"
+    table: IcebergTable,
+    plan: RewritePlan,
+    written: Written,
+    operation: str = "replace",
+    engine: Engine | None = None,
 ) -> SnapshotChanges:
-    """Write a new data file per bin (none when no row remains); the snapshot's changes."""
+    """Write a new data file per bin (none when no row remains) on `engine` (default
+    arrow); the snapshot's changes.
+
+    Each bin's new location is chosen and recorded in `written` here, before the engine
+    writes (so a failure deletes them all); the engine runs `rewrite_data_files` per bin
+    (`dvtool.iceberg.rewrite_job`: in this process, or on Spark's executors)."""
+    from dvtool.engines.arrow import ArrowEngine
+
     metadata = table.metadata
-    added: list[AddedFile] = []
-    for rewrite in (b for b in plan.bins if b.remaining_rows):
+    bins = [b for b in plan.bins if b.remaining_rows]
+    tasks = []
+    for rewrite in bins:
         location = new_data_location(metadata, spec_id=rewrite.spec_id, partition=rewrite.partition)
-        written.add([location])
         sources = [_source(i, metadata.format_version) for i in rewrite.inputs]
-        data_file = rewrite_data_files(
-            written.io,
-            metadata,
-            sources,
-            location,
-            spec_id=rewrite.spec_id,
-            partition=rewrite.partition,
-        )
-        if data_file is not None:
-            added.append(AddedFile(data_file, rewrite.sequence_number))
+        tasks.append(rewrite_task(location, rewrite.spec_id, rewrite.partition, sources))
+    written.add(task.location for task in tasks)
+    outputs = (engine or ArrowEngine()).run_writes(RewriteJob(written.io, metadata), tasks)
+    added = [
+        AddedFile(data_file_of(fields), rewrite.sequence_number)
+        for rewrite, fields in zip(bins, outputs, strict=True)
+        if fields is not None
+    ]
     return SnapshotChanges(operation, tuple(added), frozenset(plan.removed()))
 
 

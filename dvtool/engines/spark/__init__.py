@@ -8,7 +8,8 @@ and must not pay for, or need the dependencies of, the driver side):
 
 - `engine`: `SparkEngine`, the driver side: the scan's plan (one parquet read, the predicate
   in `.where`, a broadcast join for paths and partition values) and the rewrite's schedule
-  (one task per bin, on an RDD or, for Spark Connect, a DataFrame).
+  (one task per bin, on an RDD or, for Spark Connect, a DataFrame), the same for a format's
+  own writes (`run_writes`: Iceberg's data file rewrites).
 - `session`: creating the session (confs, the executors' Python, a quiet JVM start) and
   progress from Spark's status tracker.
 - `shipping`: dvtool's own package, zipped and added to every session the engine uses.
@@ -22,7 +23,9 @@ and must not pay for, or need the dependencies of, the driver side):
 
 Executors run dvtool code. The engine ships dvtool's own pure-Python package to every
 session it uses (`shipping`), so the executors need no dvtool installed, only the
-dependencies of its executor code (pyarrow, numpy) in the Python PySpark starts for them:
+dependencies of its executor code (pyarrow, numpy; an Iceberg table's rewrites, which run
+`dvtool.iceberg.data_file_rewrite` there through `run_writes`, also pyiceberg and pyroaring)
+in the Python PySpark starts for them:
 PYSPARK_PYTHON or `spark.pyspark.python` (for `local` masters dvtool picks this
 interpreter). The storage options (`--storage-option`) reach the executors with the table
 root in the function's closure, and the executors need the credentials the storage backend

@@ -34,13 +34,20 @@ workers and, for bins of several files, a shuffle of all their rows: in the purg
 10-12x the bare pyarrow read-filter-write that way, and 1.2-2x with one task per bin.
 Rewrites therefore need no Hadoop connector, and their locations no path mapping (memory://
 tables are refused: the executors are other processes).
+
+A format's own writes (`run_writes`: Iceberg's data file rewrites) are scheduled the same
+way, one task per item, on an RDD or (Connect) `spark.range` joined with a broadcast table
+of the pickled items: the function and the items are pickled here on the driver first, so
+what cannot travel (a memory:// table, storage options pyarrow cannot take) fails before
+any task starts.
 """
 
 from __future__ import annotations
 
 import functools
+import pickle
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +56,7 @@ from pyroaring import BitMap64
 
 from dvtool.data_files import WrittenFile
 from dvtool.engines import SparkSettings, require_spark_packages
-from dvtool.engines.base import Progress, RewriteBin, ScanFile, TableLayout
+from dvtool.engines.base import Item, Progress, Result, RewriteBin, ScanFile, TableLayout
 from dvtool.engines.spark.failures import SparkEngineError, spark_errors
 from dvtool.engines.spark.paths import glob_escaped, hadoop_path, spark_path_key, spellings
 from dvtool.engines.spark.schema import (
@@ -68,12 +75,17 @@ from dvtool.engines.spark.tasks import (
     PATH_COLUMN,
     ROW_COLUMN,
     UNMAPPED_COLUMN,
+    WRITES_DDL,
     WRITTEN_DDL,
     WriteJob,
     bins_table,
     collect_matches,
+    items_table,
     layout_options,
+    run_writes_batches,
+    run_writes_task,
     write_bins,
+    write_results,
     write_task,
     written_files,
 )
@@ -321,6 +333,44 @@ class SparkEngine:
         ids = spark.range(0, len(bins), 1, tasks)
         described = ids.join(_broadcast(spark, bins_table(bins)), on=BIN_ID_COLUMN)
         writes = described.mapInArrow(functools.partial(write_bins, job), WRITTEN_DDL)
+        with session_conf(spark, _NO_AQE):
+            return [tuple(row) for row in writes.collect()]
+
+    # -- a format's own writes -----------------------------------------------------------
+
+    def run_writes(
+        self,
+        write: Callable[[Item], Result],
+        items: Sequence[Item],
+        progress: Progress | None = None,
+    ) -> list[Result]:
+        """Per item (in order), `write(item)` run in one Spark task per item (module
+        docstring); an item's error is raised once every task finished."""
+        if not items:
+            return []
+        function = pickle.dumps(write)
+        payloads = [pickle.dumps(item) for item in items]
+        spark = self.session()
+        tasks = min(len(items), _MAX_WRITE_PARTITIONS)
+        with spark_errors("write files"), self._tracking(len(items), progress):
+            if self.is_connect:
+                rows = self._writes_on_dataframe(spark, function, payloads, tasks)
+            else:
+                numbered = list(enumerate(payloads))
+                writes = spark.sparkContext.parallelize(numbered, tasks)
+                task = functools.partial(run_writes_task, function)
+                rows = list(writes.mapPartitions(task).collect())
+        return write_results(len(items), rows)
+
+    def _writes_on_dataframe(
+        self, spark: SparkSession, function: bytes, payloads: Sequence[bytes], tasks: int
+    ) -> list[tuple[Any, ...]]:
+        """Spark Connect: item ids from `spark.range`, the items broadcast-joined (as the
+        bins of `_write_on_dataframe`)."""
+        ids = spark.range(0, len(payloads), 1, tasks)
+        described = ids.join(_broadcast(spark, items_table(payloads)), on=BIN_ID_COLUMN)
+        job = functools.partial(run_writes_batches, function)
+        writes = described.mapInArrow(job, WRITES_DDL)
         with session_conf(spark, _NO_AQE):
             return [tuple(row) for row in writes.collect()]
 

@@ -56,8 +56,26 @@ _PRIMITIVES = {
 _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 
-def _is_void(f: StructField) -> bool:
-    return isinstance(f.type, str) and f.type.strip().lower() == "void"
+# Types a scan never reads: `void` holds nothing, and no predicate may reference a
+# `variant` (resolve.py refuses it; Iceberg's types without value semantics - uuid, fixed,
+# time, nanosecond timestamps ... - map to it, `dvtool.commands.iceberg_layout`), so such
+# a field (a struct's too, and a list or map holding one) is left out of the read schema
+# instead of failing the scan.
+_UNREAD = frozenset({"void", "variant"})
+
+
+def _unread(f: StructField) -> bool:
+    return _unread_type(f.type)
+
+
+def _unread_type(t: DataType) -> bool:
+    if isinstance(t, str):
+        return t.strip().lower() in _UNREAD
+    if isinstance(t, ArrayType):
+        return _unread_type(t.element_type)
+    if isinstance(t, MapType):
+        return _unread_type(t.key_type) or _unread_type(t.value_type)
+    return False
 
 
 def spark_type(t: DataType, mode: str, *, logical: bool = False) -> Any:
@@ -97,7 +115,7 @@ def spark_type(t: DataType, mode: str, *, logical: bool = False) -> Any:
                 _field_id_metadata(f, mode, logical),
             )
             for f in t.fields
-            if not _is_void(f)
+            if not _unread(f)
         ]
     )
 
@@ -133,7 +151,7 @@ def scan_conf(table: TableLayout) -> dict[str, str]:
 
 def _data_fields(table: TableLayout) -> list[StructField]:
     excluded = {c.lower() for c in table.partition_columns}
-    return [f for f in table.schema.fields if f.name.lower() not in excluded and not _is_void(f)]
+    return [f for f in table.schema.fields if f.name.lower() not in excluded and not _unread(f)]
 
 
 def read_schema(table: TableLayout) -> Any:

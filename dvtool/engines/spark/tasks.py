@@ -29,6 +29,14 @@ written file's description, nothing for a bin whose rows were all dropped (None)
 error that stopped it - a task catches its error rather than failing the job, so that the
 driver, which alone commits, learns which files the other bins wrote, deletes them and
 raises the error (message from the worker, on one line).
+
+A format's own writes (`Engine.run_writes`: Iceberg's data file rewrites). The function and
+each item travel pickled (`bytes`), and the executor unpickles them inside the task
+(`run_writes_task`), so that what it lacks to run them (e.g. pyiceberg, which Iceberg
+rewrites import) comes back as the task's error, not as a failed job. A task returns one
+row per item: its pickled result or the error that stopped it (`_WRITES_SCHEMA`; the
+driver raises the first error once every task finished, `write_results`). The files are
+the caller's to delete: it recorded them before the job.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import pickle
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -97,6 +106,11 @@ WRITTEN_DDL = (
     "bin BIGINT, relative_path STRING, location STRING, size BIGINT, num_records BIGINT, "
     "stats_json STRING, modification_time_ms BIGINT, error STRING"
 )
+# One row per item of a format's writes: the item's index, its pickled result or the error.
+_WRITES_SCHEMA = pa.schema([("item", pa.int64()), ("result", pa.binary()), ("error", pa.string())])
+WRITES_DDL = "item BIGINT, result BINARY, error STRING"
+# One row per item sent to the tasks of a Connect session: its index and pickled item.
+_ITEMS_SCHEMA = pa.schema([(BIN_ID_COLUMN, pa.int64()), ("item", pa.binary())])
 _MATCHES_SCHEMA = pa.schema([("file", pa.int32()), ("rows", pa.binary())])
 MATCHES_DDL = "file INT, rows BINARY"
 
@@ -321,4 +335,74 @@ def written_files(
         with contextlib.suppress(Exception):  # the task's error is the one to report
             storage.delete_many(written)
         raise SparkEngineError(f"cannot rewrite data files with Spark: {problem}")
+    return out
+
+
+# -- a format's own writes ------------------------------------------------------------------
+
+
+def items_table(items: Sequence[bytes]) -> pa.Table:
+    """The pickled items as rows for a Connect session's tasks (`_ITEMS_SCHEMA`)."""
+    return pa.table(
+        [pa.array(range(len(items)), pa.int64()), pa.array(items, pa.binary())],
+        schema=_ITEMS_SCHEMA,
+    )
+
+
+def run_writes_task(
+    write: bytes, items: Iterable[tuple[int, bytes]]
+) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """Run the pickled `write` on each (index, pickled item) of one task: one
+    `_WRITES_SCHEMA` tuple per item; the first error ends the task with a tuple carrying it
+    (see the module docstring)."""
+    function: Any = None
+    for index, item in items:
+        try:
+            function = function or pickle.loads(write)
+            result = function(pickle.loads(item))
+        except Exception as exc:  # reported to the driver, which raises it
+            yield (index, None, _writes_error(exc))
+            return
+        yield (index, pickle.dumps(result), None)
+
+
+def run_writes_batches(write: bytes, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`run_writes_task` as a `mapInArrow` function: item rows in, one row per item out."""
+    rows = sorted(
+        (row[BIN_ID_COLUMN], row["item"]) for batch in batches for row in batch.to_pylist()
+    )
+    names = _WRITES_SCHEMA.names
+    for out in run_writes_task(write, rows):
+        yield pa.RecordBatch.from_pylist([dict(zip(names, out, strict=True))], _WRITES_SCHEMA)
+
+
+def _writes_error(exc: Exception) -> str:
+    """One line: a module the executors' Python lacks, dvtool's message, or the exception."""
+    if isinstance(exc, ModuleNotFoundError):
+        text = (
+            f"the executors' Python cannot import {exc.name}, which these writes need: "
+            "install it there (the Python of PYSPARK_PYTHON or spark.pyspark.python)"
+        )
+    elif isinstance(exc, DvtoolError):
+        text = exc.message
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
+    return first if len(first) <= 500 else first[:497] + "..."
+
+
+def write_results(count: int, rows: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """On the driver: the tasks' rows as one result per item, in order; SparkEngineError
+    with the first error, or when an item did not come back exactly once."""
+    out: list[Any] = [None] * count
+    seen: set[int] = set()
+    for index, result, error in rows:
+        if error is not None:
+            raise SparkEngineError(f"cannot write files with Spark: {error}")
+        if index in seen or not 0 <= index < count:
+            raise SparkEngineError(f"Spark returned an unexpected result for item {index}")
+        seen.add(index)
+        out[index] = pickle.loads(bytes(result))
+    if len(seen) != count:
+        raise SparkEngineError(f"Spark returned {len(seen)} of {count} results")
     return out

@@ -8,6 +8,7 @@ number. The Spark comparisons are in tests/reference/test_iceberg_rewrites.py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,26 @@ def test_compaction_of_small_files(tmp_path: Path) -> None:
     assert read.equals(before)
     again = run_optimize_iceberg(after, IcebergOptimizeRequest("compact"))
     assert again.snapshot_id is None
+
+
+def test_the_engine_is_chosen_by_the_bytes_to_rewrite(tmp_path: Path) -> None:
+    """As for a Delta table: `engine_for(bytes)` (`--engine`, `--spark-threshold`) decides,
+    once, with the bytes the rewrite reads; the result names the engine."""
+    from dvtool.engines.arrow import ArrowEngine
+
+    _small_files(tmp_path / "t", 6)
+    asked: list[int] = []
+
+    def engine_for(size: int) -> ArrowEngine:
+        asked.append(size)
+        return ArrowEngine()
+
+    table = open_iceberg(str(tmp_path / "t"))
+    planned = sum(f.entry.file_size_in_bytes for f in live_files(table).data)
+    result = run_optimize_iceberg(table, IcebergOptimizeRequest("compact"), engine_for)
+    assert asked == [planned] and result.engine == "arrow"
+    doc = json.loads(run("optimize", tmp_path / "t", "--engine", "arrow", "--json").stdout)
+    assert doc["snapshot_id"] is None and "engine" not in doc  # nothing left: none ran
 
 
 def test_too_few_small_files_are_left_alone(tmp_path: Path) -> None:
