@@ -7,11 +7,13 @@ one line saying where it looked, rather than failing every test that reads one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import shared_builds
 from tests.oracles import GOLDEN, GOLDEN_ENV, copy_golden
 from tests.s3_server import S3Server, moto_s3_server
 
@@ -37,6 +39,14 @@ def golden_copy(tmp_path: Path) -> Callable[[str], Path]:
         return copy_golden(name, tmp_path / "golden")
 
     return copy
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_builds_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where `tests.shared_builds` puts what the run's processes share: the run's temp root
+    (an xdist worker's base temp folder is one of its children)."""
+    base = tmp_path_factory.getbasetemp()
+    shared_builds.SHARED_ROOT = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")

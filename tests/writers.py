@@ -25,7 +25,6 @@ for tests to compare against readers.
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import json
 import os
@@ -33,7 +32,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import zlib
@@ -46,6 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
+
+from tests.shared_builds import shared_build
 
 Row = dict[str, Any]
 Action = dict[str, Any]
@@ -1575,10 +1575,12 @@ builder = (
 )
 """
 
-_SPARK_SCRIPT = (
+# Both sets of Spark-written files (the variant files, then the INT96 files), in one local
+# Spark session: one JVM start for the two.
+_SPARK_FILES_SCRIPT = (
     _SPARK_SESSION
     + r"""
-source, out, shredding = sys.argv[1], sys.argv[2], sys.argv[3]
+source, out, shredding, values = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 spark = builder.getOrCreate()
 try:
     rows = spark.read.schema("id bigint, name string, json string, file string").json(source)
@@ -1587,36 +1589,57 @@ try:
         picked = rows.where(rows.file == name).orderBy("id")
         return picked.selectExpr("id", "name", "parse_json(json) AS v").coalesce(1)
 
-    frame("a").write.parquet(out + "/plain_a")
-    frame("b").write.parquet(out + "/plain_b")
+    frame("a").write.parquet(out + "/variant/plain_a")
+    frame("b").write.parquet(out + "/variant/plain_b")
     spark.conf.set("spark.sql.variant.writeShredding.enabled", "true")
     spark.conf.set("spark.sql.variant.forceShreddingSchemaForTest", shredding)
-    frame("a").write.parquet(out + "/shredded_a")
+    frame("a").write.parquet(out + "/variant/shredded_a")
+    spark.conf.unset("spark.sql.variant.writeShredding.enabled")
+    spark.conf.unset("spark.sql.variant.forceShreddingSchemaForTest")
+
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    spark.conf.set("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
+    spark.conf.set("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
+    rows = spark.sql(
+        "SELECT CAST(id AS BIGINT) AS id, CAST(t AS TIMESTAMP) AS valid_to,"
+        " CAST(f AS TIMESTAMP) AS valid_from, CAST(d AS DATE) AS day,"
+        " CAST(s AS DECIMAL(9,2)) AS small, CAST(m AS DECIMAL(18,6)) AS mid,"
+        " CAST(w AS DECIMAL(38,18)) AS wide,"
+        " IF(id = 3, NULL,"
+        " named_struct('start', CAST(f AS TIMESTAMP), 'end', CAST(t AS TIMESTAMP))) AS span,"
+        " array(CAST(t AS TIMESTAMP), CAST(f AS TIMESTAMP)) AS stamps,"
+        " map('from', CAST(f AS TIMESTAMP), 'to', CAST(t AS TIMESTAMP)) AS named"
+        " FROM VALUES " + values + " AS v(id, t, f, d, s, m, w)"
+    )
+    rows.where("id < 4").orderBy("id").coalesce(1).write.parquet(out + "/int96/a")
+    rows.where("id >= 4").orderBy("id").coalesce(1).write.parquet(out + "/int96/b")
 finally:
     spark.stop()
 """
 )
 
-_spark_cache: Path | None = None
-
 
 def spark_variant_files() -> Path:
     """Directory with Spark-written parquet files of VARIANT_ROWS: `plain_a/`, `plain_b/`
     (unshredded) and `shredded_a/` (shredded with VARIANT_SHREDDING_SCHEMA), each holding
-    one `part-00000-<uuid>-c000.snappy.parquet`. Written once per process by a local[1]
-    Spark in a child process (a classic session in the test process would clash with the
-    Spark Connect clients other tests start), then reused."""
-    global _spark_cache
-    if _spark_cache is not None:
-        return _spark_cache
-    work = Path(tempfile.mkdtemp(prefix="dvtool-spark-variant-"))
-    atexit.register(shutil.rmtree, work, True)
-    source = work / "rows.json"
+    one `part-00000-<uuid>-c000.snappy.parquet` (`_spark_files`)."""
+    return _spark_files() / "variant"
+
+
+def _spark_files() -> Path:
+    """The variant and INT96 files (`variant/`, `int96/`), written by a local[1] Spark in a
+    child process (a classic session in the test process would clash with the Spark Connect
+    clients other tests start), once per test run (`tests.shared_builds`)."""
+    return shared_build("spark-written-files", _write_spark_files)
+
+
+def _write_spark_files(out: Path) -> None:
+    out.mkdir(parents=True)
+    source = out / "variant-rows.json"
     source.write_text("".join(compact_json(r) + "\n" for r in VARIANT_ROWS))
-    out = work / "out"
-    _run_spark(_SPARK_SCRIPT, "the variant files", str(source), str(out), VARIANT_SHREDDING_SCHEMA)
-    _spark_cache = out
-    return out
+    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in INT96_VALUES)
+    args = (str(source), str(out), VARIANT_SHREDDING_SCHEMA, values)
+    _run_spark(_SPARK_FILES_SCRIPT, "the variant and INT96 files", *args)
 
 
 def _run_spark(script: str, what: str, *args: str) -> None:
@@ -1774,36 +1797,6 @@ INT96_VALUES = [
      "12.34", "123456.789012", "12345678901234567890.123456789012345678"),
 ]  # fmt: skip
 
-_INT96_SCRIPT = (
-    _SPARK_SESSION
-    + r"""
-out, values = sys.argv[1], sys.argv[2]
-spark = (
-    builder
-    .config("spark.sql.parquet.outputTimestampType", "INT96")
-    .config("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
-    .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
-    .getOrCreate()
-)
-try:
-    rows = spark.sql(
-        "SELECT CAST(id AS BIGINT) AS id, CAST(t AS TIMESTAMP) AS valid_to,"
-        " CAST(f AS TIMESTAMP) AS valid_from, CAST(d AS DATE) AS day,"
-        " CAST(s AS DECIMAL(9,2)) AS small, CAST(m AS DECIMAL(18,6)) AS mid,"
-        " CAST(w AS DECIMAL(38,18)) AS wide,"
-        " IF(id = 3, NULL,"
-        " named_struct('start', CAST(f AS TIMESTAMP), 'end', CAST(t AS TIMESTAMP))) AS span,"
-        " array(CAST(t AS TIMESTAMP), CAST(f AS TIMESTAMP)) AS stamps,"
-        " map('from', CAST(f AS TIMESTAMP), 'to', CAST(t AS TIMESTAMP)) AS named"
-        " FROM VALUES " + values + " AS v(id, t, f, d, s, m, w)"
-    )
-    rows.where("id < 4").orderBy("id").coalesce(1).write.parquet(out + "/a")
-    rows.where("id >= 4").orderBy("id").coalesce(1).write.parquet(out + "/b")
-finally:
-    spark.stop()
-"""
-)
-
 _int96_cache: Path | None = None
 
 
@@ -1816,17 +1809,8 @@ def spark_int96_files() -> Path:
     INT96_VALUES with `spark.sql.parquet.outputTimestampType=INT96` (OSS Spark 3's default,
     still Databricks' for some tables) and the proleptic calendar (`CORRECTED`): timestamps
     as INT96, `small` DECIMAL(9,2) as INT32, `mid` DECIMAL(18,6) as INT64, `wide`
-    DECIMAL(38,18) as FIXED_LEN_BYTE_ARRAY. Written once per process, then reused."""
-    global _int96_cache
-    if _int96_cache is not None:
-        return _int96_cache
-    work = Path(tempfile.mkdtemp(prefix="dvtool-spark-int96-"))
-    atexit.register(shutil.rmtree, work, True)
-    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in INT96_VALUES)
-    out = work / "out"
-    _run_spark(_INT96_SCRIPT, "the INT96 files", str(out), values)
-    _int96_cache = out
-    return out
+    DECIMAL(38,18) as FIXED_LEN_BYTE_ARRAY (`_spark_files`)."""
+    return _spark_files() / "int96"
 
 
 def spark_int96_table(path: Path) -> Path:
