@@ -186,7 +186,7 @@ def test_signal_around_the_commit(
     code, err = _interrupted(case, table, signum, delay)
     new = set(commit_versions(table)) - versions_before
     if _before_dvtool_ran(code, err, signum):
-        assert not new
+        assert not new, (code, err)
     else:
         _check_exit(code, err, signum, new)
     rows = _rows(table)
