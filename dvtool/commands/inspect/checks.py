@@ -18,8 +18,9 @@ any gate fails, inspect exits 3 (`check-failed`). The gates a maintainer acts on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from dvtool.byte_size import parse_byte_size
 from dvtool.commands.inspect.summary import TableSummary
@@ -131,3 +132,65 @@ def _holds(gate: Gate, actual: float, limit: float, summary: TableSummary) -> bo
     if gate.minimum:
         return actual >= limit or summary.num_files == 0
     return actual <= limit
+
+
+# -- the gates of the other formats ------------------------------------------------------------
+
+
+def parse_format_check(
+    text: str,
+    kind: str,
+    gates: Mapping[str, Callable[[Any], float]],
+    own: Collection[str],
+    foreign: Collection[str],
+) -> tuple[str, float]:
+    """Parse `NAME=LIMIT` for another format's table (`kind`: "Iceberg"): its
+    `own` gates take a plain count; a gate it shares with Delta parses as Delta's; a name
+    in `foreign` (other formats' gates) that `gates` lacks has no meaning there."""
+    name, _, value = text.partition("=")
+    name = name.strip()
+    names = ", ".join(sorted(gates))
+    if name in own:
+        return name, _count_limit(text, value)
+    if name in foreign and name not in gates:
+        raise UsageError(
+            f"--check {name} has no meaning for {_article(kind)} {kind} table",
+            hint=f"{kind} tables have: {names}.",
+        )
+    if name not in gates:
+        raise UsageError(
+            f"invalid --check {text!r}: expected NAME=LIMIT",
+            hint=f"Available checks for {kind} tables: {names}.",
+        )
+    return parse_check(text)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _count_limit(text: str, value: str) -> float:
+    try:
+        limit = float(value)
+    except ValueError:
+        raise UsageError(f"invalid --check {text!r}: {value!r} is not a number") from None
+    if not limit >= 0:
+        raise UsageError(f"invalid --check {text!r}: the limit must be a number, not negative")
+    return limit
+
+
+def evaluate_gates(
+    gates: Mapping[str, Callable[[Any], float]],
+    summary: Any,
+    checks: Sequence[tuple[str, float]],
+    num_files: int,
+) -> list[CheckOutcome]:
+    """Each gate of another format's table: `max-` holds when the value is at most the
+    limit, `min-avg-file-size` when it is at least the limit or the table has no files."""
+    outcomes = []
+    for name, limit in checks:
+        actual = float(gates[name](summary))
+        upper = not name.startswith("min-")
+        passed = actual <= limit if upper else (actual >= limit or num_files == 0)
+        outcomes.append(CheckOutcome(name, limit, actual, passed))
+    return outcomes

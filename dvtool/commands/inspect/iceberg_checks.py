@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from dvtool.commands.inspect.checks import CHECK_NAMES as DELTA_CHECK_NAMES
-from dvtool.commands.inspect.checks import CheckOutcome, parse_check
+from dvtool.commands.inspect.checks import CheckOutcome, evaluate_gates, parse_format_check
 from dvtool.commands.inspect.iceberg_summary import TARGET_FILE_SIZE, IcebergSummary
 from dvtool.errors import UsageError
 
@@ -73,44 +73,11 @@ ICEBERG_ONLY_CHECK_NAMES = tuple(sorted(_ICEBERG_ONLY))
 
 def parse_iceberg_check(text: str) -> tuple[str, float]:
     """Parse `NAME=LIMIT` for an Iceberg table; UsageError for a gate it has not."""
-    name, _, value = text.partition("=")
-    name = name.strip()
-    if name in _ICEBERG_ONLY:
-        return name, _count_limit(text, value)
-    if name in DELTA_CHECK_NAMES and name not in _GATES:
-        raise UsageError(
-            f"--check {name} has no meaning for an Iceberg table",
-            hint=f"Iceberg tables have: {', '.join(ICEBERG_CHECK_NAMES)}.",
-        )
-    if name not in _GATES:
-        raise UsageError(
-            f"invalid --check {text!r}: expected NAME=LIMIT",
-            hint=f"Available checks for Iceberg tables: {', '.join(ICEBERG_CHECK_NAMES)}.",
-        )
-    return parse_check(text)
-
-
-def _count_limit(text: str, value: str) -> float:
-    try:
-        limit = float(value)
-    except ValueError:
-        raise UsageError(f"invalid --check {text!r}: {value!r} is not a number") from None
-    if not limit >= 0:
-        raise UsageError(f"invalid --check {text!r}: the limit must be a number, not negative")
-    return limit
+    return parse_format_check(text, "Iceberg", _GATES, _ICEBERG_ONLY, DELTA_CHECK_NAMES)
 
 
 def evaluate_iceberg_checks(
     summary: IcebergSummary, checks: Sequence[tuple[str, float]]
 ) -> list[CheckOutcome]:
-    """Each gate: `max-` holds when the value is at most the limit, `min-avg-file-size` when
-    it is at least the limit or the table has no files."""
-    outcomes = []
-    for name, limit in checks:
-        actual = float(_GATES[name](summary))
-        if name.startswith("min-"):
-            passed = actual >= limit or summary.num_files == 0
-        else:
-            passed = actual <= limit
-        outcomes.append(CheckOutcome(name, limit, actual, passed))
-    return outcomes
+    """Each gate (`checks.evaluate_gates`)."""
+    return evaluate_gates(_GATES, summary, checks, summary.num_files)
