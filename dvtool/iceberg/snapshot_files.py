@@ -16,6 +16,7 @@ position.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from dvtool.iceberg.delete_index import DataFileEntry, DeleteContent, DeleteFileEntry
@@ -66,7 +67,6 @@ def manifest_entries(
 ) -> list[Any]:
     """The live (not DELETED) entries of a manifest, read with the table version's schema;
     `deleted`: the DELETED entries too (what a snapshot removed)."""
-    from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import (
         MANIFEST_ENTRY_SCHEMAS,
         DataFile,
@@ -80,7 +80,7 @@ def manifest_entries(
     # The v3 schema for every version: a superset whose fields a v2 manifest lacks read as
     # null, and which keeps the `referenced_data_file` Java writes in v2 manifests too.
     schema = MANIFEST_ENTRY_SCHEMAS[3]
-    with AvroFile[ManifestEntry](
+    with _manifest_file_class()(
         io.new_input(manifest.manifest_path),
         schema,
         read_types={-1: ManifestEntry, 2: DataFile},
@@ -92,6 +92,39 @@ def manifest_entries(
 
         inherit_first_row_ids(entries, manifest_first_row_id(manifest))
     return [e for e in entries if deleted or e.status != ManifestEntryStatus.DELETED]
+
+
+@functools.cache
+def _manifest_file_class() -> type[Any]:
+    """pyiceberg's `AvroFile` with the reader tree cached by the file's Avro schema.
+
+    pyiceberg parses a manifest's writer schema and resolves it against the read schema for
+    every file (~3 ms each), though a table's manifests share a handful of writer schemas.
+    The tree only decodes (it keeps no state between records or files), so files with the
+    same schema text share one; used only with `manifest_entries`' fixed read schema, types
+    and enums, so the schema text is the whole key."""
+    from pyiceberg.avro.decoder import new_decoder
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.avro.resolver import resolve_reader
+
+    readers: dict[str, tuple[Any, Any]] = {}
+
+    class ManifestFile(AvroFile[Any]):
+        def __enter__(self) -> ManifestFile:
+            with self.input_file.open() as f:
+                self.decoder = new_decoder(f.read())
+            self.header = self._read_header()
+            key = self.header.meta.get("avro.schema", "")
+            found = readers.get(key)
+            if found is None:
+                written = self.header.get_schema()
+                read = self.read_schema or written
+                reader = resolve_reader(written, read, self.read_types, self.read_enums)
+                found = readers.setdefault(key, (written, reader))
+            self.schema, self.reader = found
+            return self
+
+    return ManifestFile
 
 
 def inherit_first_row_ids(entries: list[Any], first_row_id: int | None) -> None:
