@@ -54,6 +54,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ class _Rule:
 
 
 _parsed: tuple[str, list[_Rule]] = ("", [])
+_counting = threading.Lock()
 
 
 def parse(text: str) -> list[_Rule]:
@@ -120,14 +122,15 @@ def _due(step: str) -> str | None:
     text = os.environ.get(ENV, "")
     if not text:
         return None
-    if _parsed[0] != text:
-        _parsed = (text, parse(text))
-    for rule in _parsed[1]:
-        if rule.step == step:
-            rule.seen += 1
-            if rule.seen == rule.nth:
-                _record(step, rule.kind)
-                return rule.kind
+    with _counting:  # steps run on IO threads too: each visit counts once
+        if _parsed[0] != text:
+            _parsed = (text, parse(text))
+        for rule in _parsed[1]:
+            if rule.step == step:
+                rule.seen += 1
+                if rule.seen == rule.nth:
+                    _record(step, rule.kind)
+                    return rule.kind
     return None
 
 

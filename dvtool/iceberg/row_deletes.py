@@ -30,6 +30,7 @@ from dvtool.iceberg.delete_files import (
 )
 from dvtool.iceberg.delete_index import AppliedDeletes, DeleteContent
 from dvtool.iceberg.snapshot_producer import AddedFile
+from dvtool.io_pool import map_io
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -99,17 +100,21 @@ def write_position_files(
             key = (f.entry.spec_id, f.entry.partition) + ((f.path,) if per_file else ())
             groups.setdefault(key, []).append((f, rows))
     codec = parquet_codec(metadata.properties)
-    added = []
+    jobs = []
     for (spec_id, *_), members in sorted(groups.items(), key=repr):
         partition = members[0][0].record.partition
         location = namer.location(
             len(namer.used) + 1, partition_path(metadata, spec_id, partition), "-deletes.parquet"
         )
         namer.used.append(location)
-        written.add([location])
+        written.add([location])  # named before any is written: a failure deletes them all
         deletes = [DataFileDeletes(f.path, spec_id, partition, rows) for f, rows in members]
-        added.append(AddedFile(write_position_deletes(io, location, deletes, codec)))
-    return added
+        jobs.append((location, deletes))
+
+    def write(job: tuple[str, list[DataFileDeletes]]) -> AddedFile:
+        return AddedFile(write_position_deletes(io, job[0], job[1], codec))
+
+    return map_io(write, jobs)  # on the IO threads (one file per data file by default)
 
 
 def partition_path(metadata: TableMetadata, spec_id: int, partition: Any) -> str:
