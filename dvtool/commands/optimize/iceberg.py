@@ -337,7 +337,7 @@ def _selection(
     if where is None:
         return None
     predicate = parse_predicate(table.metadata, where, now)
-    paths = stats_paths(table.metadata.schema())
+    paths = stats_paths(table.metadata.schema(), predicate.columns)
     return lambda live: metrics_verdict(predicate, live, paths) is not Match.NONE
 
 
