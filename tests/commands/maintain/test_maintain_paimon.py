@@ -1,7 +1,8 @@
 """`dvtool maintain` on Paimon tables without a JVM: the loop, its settings and its report.
 
-The lake: a Delta table (deltalake) and, in a `shop.db` folder as Paimon's filesystem
-catalog places it, a Paimon table before its first commit (`schema/schema-0`, the spec's
+The lake: a Delta table (deltalake), an Iceberg v2 path table of one append (pyiceberg
+through dvtool's commits) and, in a `shop.db` folder as Paimon's filesystem catalog
+places it, a Paimon table before its first commit (`schema/schema-0`, the spec's
 example, tests/paimon/test_paimon_table.py) holding what failed writes leave two days
 back: a manifest no snapshot lists, temporary snapshot and changelog files, a stray in
 `snapshot/`; and what must stay: the `LATEST` and `EARLIEST` hints (as old) and a fresh
@@ -27,8 +28,10 @@ from dvtool.commands.maintain.command import MaintainRequest, run_maintain
 from dvtool.commands.maintain.paimon_health import PaimonHealth
 from dvtool.commands.vacuum.delete import FailedDelete
 from tests.cli_helpers import all_output, run, run_wide
+from tests.iceberg.commit_tables import new_path_table, rows, through_dvtool
 from tests.oracles import tree_hashes
 from tests.paimon.test_paimon_table import SCHEMA
+from tests.s3_server import S3Server
 
 STEPS = ["inspect", "purge", "compaction", "checkpoint", "vacuum", "log-cleanup"]
 OLD = {
@@ -60,10 +63,12 @@ def _paimon(root: Path, options: dict[str, str] | None = None) -> Path:
     return root
 
 
-def _lake(root: Path) -> tuple[Path, Path]:
+def _lake(root: Path) -> tuple[Path, Path, Path]:
     delta = root / "delta_t"
     write_deltalake(str(delta), pa.table({"id": pa.array(range(10), pa.int64())}))
-    return delta, _paimon(root / "shop.db" / "orders")
+    ice = root / "ice"
+    through_dvtool(new_path_table(str(ice), 2)).append(rows(0, 10))
+    return delta, ice, _paimon(root / "shop.db" / "orders")
 
 
 def _json(*args: str | Path, code: int = 0) -> dict[str, Any]:
@@ -86,12 +91,13 @@ def _files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-def test_maintain_a_prefix_with_delta_and_paimon_tables(tmp_path: Path) -> None:
-    delta, paimon = _lake(tmp_path / "lake")
+def test_maintain_a_prefix_with_delta_iceberg_and_paimon_tables(tmp_path: Path) -> None:
+    delta, ice, paimon = _lake(tmp_path / "lake")
     hashes = tree_hashes(tmp_path / "lake")
     plan = _json("maintain", tmp_path / "lake", "-r", "--dry-run")
     assert tree_hashes(tmp_path / "lake") == hashes
-    assert _table(plan, delta)["format"] == "delta"
+    assert _table(plan, delta)["format"] == "delta" and _table(plan, ice)["format"] == "iceberg"
+    assert "inspect" not in _actions(_table(plan, ice))
     table = _table(plan, paimon)
     assert table["format"] == "paimon" and table["status"] == "ok"
     assert table["recommendation"] is None and table["plan"]["read_version"] == 0
@@ -115,6 +121,21 @@ def test_maintain_a_prefix_with_delta_and_paimon_tables(tmp_path: Path) -> None:
     again = _json("maintain", paimon)
     assert _actions(again["tables"][0])["vacuum"]["status"] == "nothing-to-do"
     assert _files(paimon) == {"schema/schema-0", FRESH, *KEPT_OLD}
+
+
+def test_a_paimon_table_under_an_s3_prefix(s3_server: S3Server, tmp_path: Path) -> None:
+    """Found under the prefix and inspected; its strays were uploaded just now, younger
+    than a day: the vacuum keeps them (maintain never shortens the retention)."""
+    _paimon(tmp_path / "lake" / "shop.db" / "orders")
+    uri = s3_server.upload(tmp_path / "lake", "maintain-paimon/lake")
+    doc = _json("maintain", uri, "-r", *s3_server.cli_options())
+    [table] = doc["tables"]
+    assert table["location"] == f"{uri}/shop.db/orders" and table["format"] == "paimon"
+    actions = _actions(table)
+    assert actions["inspect"]["status"] == "done"
+    assert actions["vacuum"]["status"] == "nothing-to-do"
+    keys = s3_server.keys("maintain-paimon/lake/shop.db/orders")
+    assert set(keys) == {"schema/schema-0", FRESH, *KEPT_OLD, *OLD}
 
 
 def test_settings_from_flags_and_table_options(tmp_path: Path) -> None:
