@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dvtool.errors import LogError, WriteRefusedError, exception_text
+from dvtool.errors import FileMissingError, LogError, WriteRefusedError, exception_text
 from dvtool.io_pool import map_io
 from dvtool.paimon.avro_files import decode_avro
 from dvtool.paimon.protocol.manifests import (
@@ -67,7 +67,8 @@ class UsedFiles:
 
 def used_files(table: PaimonTable) -> UsedFiles:
     """Every file name a kept snapshot, tag or changelog reaches (module docstring)."""
-    roots = _roots(table)
+    kept, changelogs = _roots(table)
+    roots = kept + changelogs
     used = UsedFiles(roots=len(roots))
     lists: set[str] = set()
     index_manifests: set[str] = set()
@@ -77,26 +78,38 @@ def used_files(table: PaimonTable) -> UsedFiles:
             index_manifests.add(root.index_manifest)
         if root.statistics:
             used.names.add(root.statistics)
+    gone = _may_be_gone(kept, changelogs)
     manifests = {
-        m.file_name for found in map_io(_manifests_of(table), sorted(lists)) for m in found
+        m.file_name for found in map_io(_manifests_of(table, gone), sorted(lists)) for m in found
     }
     for names in map_io(_files_of(table), sorted(manifests)):
         used.names.update(names)
-    for names in map_io(_index_files_of(table), sorted(index_manifests)):
+    for names in map_io(_index_files_of(table, gone), sorted(index_manifests)):
         used.names.update(names)
     used.names |= lists | manifests | index_manifests
     return used
 
 
-def _roots(table: PaimonTable) -> list[Snapshot]:
-    """The kept snapshots, tags and changelogs, each read as a snapshot document."""
-    roots = [table.snapshot(i) for i in table.snapshot_ids()]
+def _may_be_gone(kept: list[Snapshot], changelogs: list[Snapshot]) -> set[str]:
+    """The metadata files only decoupled changelogs name besides their changelog manifest
+    list: Paimon's expiry deleted them with the snapshot (the changelog keeps only its
+    changelog files), so a missing one reaches nothing, as Paimon's cleaner reads it."""
+    named = {n for root in kept for n in (*root.manifest_lists(), root.index_manifest) if n}
+    return {
+        n for root in changelogs for n in (*root.manifest_lists(), root.index_manifest) if n
+    } - named
+
+
+def _roots(table: PaimonTable) -> tuple[list[Snapshot], list[Snapshot]]:
+    """The kept snapshots and tags, and the changelogs, each read as a snapshot document."""
+    found: dict[str, list[Snapshot]] = {}
     for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, "changelog-")):
         listing = table.storage.list_dir(table.storage.join(folder))
-        roots += map_io(
+        found[folder] = map_io(
             lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
         )
-    return roots
+    snapshots = [table.snapshot(i) for i in table.snapshot_ids()]
+    return snapshots + found[TAG_DIR], found[CHANGELOG_DIR]
 
 
 def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
@@ -106,16 +119,27 @@ def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
         raise LogError(f"{e.message}: {info.location}") from None
 
 
-def _records(table: PaimonTable, name: str, kind: str) -> list[dict[str, object]]:
+def _records(
+    table: PaimonTable, name: str, kind: str, gone: set[str] | None = None
+) -> list[dict[str, object]]:
+    """The records of a metadata file; none for a missing one among `gone`."""
     location = table.manifest_path(name)
     try:
-        return decode_avro(table.storage.read(location), location)
+        data = table.storage.read(location)
+    except FileMissingError:
+        if gone and name in gone:
+            return []
+        raise
+    try:
+        return decode_avro(data, location)
     except DECODE_ERRORS as e:
         raise LogError(f"cannot read the Paimon {kind} {location}: {exception_text(e)}") from None
 
 
-def _manifests_of(table: PaimonTable) -> Callable[[str], list[ManifestFileMeta]]:
-    return lambda name: [manifest_file_meta(r) for r in _records(table, name, "manifest list")]
+def _manifests_of(table: PaimonTable, gone: set[str]) -> Callable[[str], list[ManifestFileMeta]]:
+    return lambda name: [
+        manifest_file_meta(r) for r in _records(table, name, "manifest list", gone)
+    ]
 
 
 def _files_of(table: PaimonTable) -> Callable[[str], set[str]]:
@@ -130,10 +154,10 @@ def _files_of(table: PaimonTable) -> Callable[[str], set[str]]:
     return names
 
 
-def _index_files_of(table: PaimonTable) -> Callable[[str], set[str]]:
+def _index_files_of(table: PaimonTable, gone: set[str]) -> Callable[[str], set[str]]:
     return lambda name: {
         index_manifest_entry(r).index_file.file_name
-        for r in _records(table, name, "index manifest")
+        for r in _records(table, name, "index manifest", gone)
     }
 
 
