@@ -8,7 +8,10 @@ snapshot, tag or changelog reaches, as Paimon's `remove_orphan_files` procedure 
   list, every file every entry of those manifests names (ADD and DELETE, with its extra
   files), its index manifest and every index file in it, its statistics file. Each
   manifest is read once however many snapshots share it. A metadata file that cannot be
-  read stops the plan: dvtool deletes nothing it cannot prove unused.
+  read stops the plan: dvtool deletes nothing it cannot prove unused. Except the files
+  Paimon's own expiry deletes while a tag or changelog still names them (a tag's changelog
+  manifest list; a decoupled changelog's base and delta manifest lists and index
+  manifest): missing, they reach nothing, as for Paimon's cleaner (`Roots.may_be_gone`).
 - What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
   every `bucket-*` folder found by descending exactly as many `key=value` partition
   folders as the table has partition keys. Nothing else is ever a candidate: not the table
@@ -67,18 +70,17 @@ class UsedFiles:
 
 def used_files(table: PaimonTable) -> UsedFiles:
     """Every file name a kept snapshot, tag or changelog reaches (module docstring)."""
-    kept, changelogs = _roots(table)
-    roots = kept + changelogs
-    used = UsedFiles(roots=len(roots))
+    roots = _roots(table)
+    used = UsedFiles(roots=len(roots.all()))
     lists: set[str] = set()
     index_manifests: set[str] = set()
-    for root in roots:
+    for root in roots.all():
         lists.update(n for n in (*root.manifest_lists(), root.changelog_manifest_list) if n)
         if root.index_manifest:
             index_manifests.add(root.index_manifest)
         if root.statistics:
             used.names.add(root.statistics)
-    gone = _may_be_gone(kept, changelogs)
+    gone = roots.may_be_gone()
     manifests = {
         m.file_name for found in map_io(_manifests_of(table, gone), sorted(lists)) for m in found
     }
@@ -90,18 +92,38 @@ def used_files(table: PaimonTable) -> UsedFiles:
     return used
 
 
-def _may_be_gone(kept: list[Snapshot], changelogs: list[Snapshot]) -> set[str]:
-    """The metadata files only decoupled changelogs name besides their changelog manifest
-    list: Paimon's expiry deleted them with the snapshot (the changelog keeps only its
-    changelog files), so a missing one reaches nothing, as Paimon's cleaner reads it."""
-    named = {n for root in kept for n in (*root.manifest_lists(), root.index_manifest) if n}
-    return {
-        n for root in changelogs for n in (*root.manifest_lists(), root.index_manifest) if n
-    } - named
+@dataclass(frozen=True)
+class Roots:
+    """The snapshot documents whose files are kept: snapshots, tags, changelogs."""
+
+    snapshots: list[Snapshot]
+    tags: list[Snapshot]
+    changelogs: list[Snapshot]
+
+    def all(self) -> list[Snapshot]:
+        return self.snapshots + self.tags + self.changelogs
+
+    def may_be_gone(self) -> set[str]:
+        """The metadata files Paimon's snapshot expiry deletes although a tag or changelog
+        still names them: a tag's changelog manifest list (tags keep no changelog), and a
+        decoupled changelog's base and delta manifest lists and index manifest (it keeps
+        only its changelog). A missing one reaches nothing, as Paimon's cleaner reads it;
+        any other missing metadata file stops the plan."""
+        optional = {t.changelog_manifest_list for t in self.tags}
+        for c in self.changelogs:
+            optional.update((*c.manifest_lists(), c.index_manifest))
+        needed = {
+            n
+            for root in self.snapshots + self.tags
+            for n in (*root.manifest_lists(), root.index_manifest)
+        }
+        needed |= {s.changelog_manifest_list for s in self.snapshots}
+        needed |= {c.changelog_manifest_list for c in self.changelogs}
+        return {n for n in optional - needed if n}
 
 
-def _roots(table: PaimonTable) -> tuple[list[Snapshot], list[Snapshot]]:
-    """The kept snapshots and tags, and the changelogs, each read as a snapshot document."""
+def _roots(table: PaimonTable) -> Roots:
+    """The kept snapshots, tags and changelogs, each read as a snapshot document."""
     found: dict[str, list[Snapshot]] = {}
     for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, "changelog-")):
         listing = table.storage.list_dir(table.storage.join(folder))
@@ -109,7 +131,7 @@ def _roots(table: PaimonTable) -> tuple[list[Snapshot], list[Snapshot]]:
             lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
         )
     snapshots = [table.snapshot(i) for i in table.snapshot_ids()]
-    return snapshots + found[TAG_DIR], found[CHANGELOG_DIR]
+    return Roots(snapshots, found[TAG_DIR], found[CHANGELOG_DIR])
 
 
 def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:

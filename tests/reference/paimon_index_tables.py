@@ -17,9 +17,11 @@ these carry what dvtool must keep and must not count as deletion vectors:
 - `pk_changelog_input`: primary key `(id, part)`, partitioned, `bucket` 1,
   `deletion-vectors.enabled`, `changelog-producer` `input`: the changelog files are the
   input rows as written.
-- `pk_tagged`: primary key `id`, `bucket` 2, `deletion-vectors.enabled`; tag `t1` after
-  the first commit and `t2` after the second, then snapshots expired down to the latest: the
-  tags pin the expired snapshots, whose data and deletion files the latest no longer uses.
+- `pk_tagged`: primary key `id`, `bucket` 2, `deletion-vectors.enabled`, `changelog-producer`
+  `lookup`; tag `t1` after the first commit and `t2` after the second, then snapshots
+  expired down to the latest: the tags pin the expired snapshots, whose data and deletion
+  files the latest no longer uses. Tags keep no changelog: the expiry deleted the changelog
+  manifest list `tag-t2` still names (and its changelog files).
 
 Every table's manifest entry has its path, options, expected rows (now) and, per tag, the
 rows it reads (`tags`). Fixture: `paimon_index_tables` (tests/reference/
@@ -78,7 +80,12 @@ SPECS = (
         {**DV, "bucket": "1", "changelog-producer": "input"},
     ),
     IndexTableSpec(
-        "pk_tagged", ("id",), (), {**DV, "bucket": "2"}, tags={"t1": 1, "t2": 2}, retain_snapshots=1
+        "pk_tagged",
+        ("id",),
+        (),
+        {**DV, "bucket": "2", "changelog-producer": "lookup"},
+        tags={"t1": 1, "t2": 2},
+        retain_snapshots=1,
     ),
 )
 

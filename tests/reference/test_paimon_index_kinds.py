@@ -130,6 +130,10 @@ def test_the_fixtures_have_what_they_claim(paimon_index_tables: dict[str, Any]) 
     tagged = Path(paimon_index_tables["pk_tagged"]["path"])
     assert sorted(p.name for p in tagged.glob("tag/tag-*")) == ["tag-t1", "tag-t2"]
     assert [p.name for p in tagged.glob("snapshot/snapshot-*")] == ["snapshot-6"]
+    t2 = json.loads((tagged / "tag" / "tag-t2").read_text())
+    assert not (tagged / "manifest" / t2["changelogManifestList"]).exists()
+    decoupled = json.loads((lookup / "changelog" / "changelog-1").read_text())
+    assert not (lookup / "manifest" / decoupled["baseManifestList"]).exists()
 
 
 def _age(root: Path) -> None:
