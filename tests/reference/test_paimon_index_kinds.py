@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.engines.jvm_engines import JvmSession
+from tests.engines.jvm_engines import JvmError, JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_index_tables import SPECS, build_all
 from tests.reference.paimon_state import paimon_scan
@@ -196,3 +196,54 @@ def test_vacuum_keeps_hash_indexes_changelogs_and_tagged_files(
     for tag, rows in tags.items():
         assert _rows(paimon_java, root, **{"scan.tag-name": tag}) == rows
     assert cli_json("vacuum", root, "--dry-run")["files"] == []
+
+
+# Runs in the engine's process: what Paimon's next dynamic-bucket write does first, assign a
+# key of partition `p0` to a bucket, which loads the partition's hash indexes.
+ASSIGN = """
+P = jvm.org.apache.paimon
+table = P.table.FileStoreTableFactory.create(
+    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+assigner = P.index.HashBucketAssigner(
+    table.snapshotManager(), "check", table.store().newIndexFileHandler(), 1, 1, 0, 8, -1)
+part = P.data.BinaryRow(1)
+writer = P.data.BinaryRowWriter(part)
+writer.writeString(0, P.data.BinaryString.fromString("p0"))
+writer.complete()
+result = assigner.assign(part, 12345)
+"""
+
+
+def _hash_file(root: Path, session: JvmSession) -> Path:
+    name = next(n for kind, n in session.python(INDEX_FILES, path=str(root)) if kind == "HASH")
+    return root / "index" / name
+
+
+HASH_DAMAGES = ("hash-index-missing", "hash-index-size")
+"""The kinds of `--verify` problems tested here (tests/reference/test_paimon_inspect.py
+counts them among the tested ones)."""
+
+
+@pytest.mark.parametrize("kind", HASH_DAMAGES)
+def test_verify_names_a_damaged_hash_index(
+    kind: str, paimon_index_tables: dict[str, Any], paimon_java: JvmSession, tmp_path: Path
+) -> None:
+    """Readers do not need the hash index, so Paimon reads the rows all the same; its next
+    write does: without the file its bucket assigner fails."""
+    import shutil
+
+    entry = paimon_index_tables["pk_dynamic_bucket"]
+    root = tmp_path / "pk_dynamic_bucket"
+    shutil.copytree(entry["path"], root)
+    paimon_java.python(ASSIGN, path=str(root))  # the intact table assigns
+    target = _hash_file(root, paimon_java)
+    if kind == "hash-index-missing":
+        target.unlink()
+    else:
+        target.write_bytes(target.read_bytes()[:-4])
+    problems = cli_json("inspect", root, "--verify", code=6)["verify"]["problems"]
+    assert [p["kind"] for p in problems] == [kind] and target.name in problems[0]["message"]
+    assert _rows(paimon_java, root) == entry["expected"]
+    if kind == "hash-index-missing":
+        with pytest.raises(JvmError):
+            paimon_java.python(ASSIGN, path=str(root))
