@@ -5,10 +5,12 @@ reader and orphan cleaner (the `paimon_java` session).
 
 `inspect` counts the rows, files and DVs Paimon's reader reports, and the index manifest's
 `HASH` files as hash index files, never as deletion files or DVs; `--verify` passes on every
-snapshot. `vacuum` (on an aged copy with strays planted, as tests/reference/
-test_paimon_vacuum.py does) lists exactly what Paimon's `LocalOrphanFilesClean` would
-delete, deletes only that, and keeps every hash index, changelog file and manifest and every
-file a tag pins: afterwards Paimon reads the same rows at every kept snapshot and tag.
+snapshot and names a missing or cut hash index (which Paimon's next write needs); pypaimon
+reads every table through the files and DVs dvtool counts. `vacuum` (on an aged copy with
+strays planted, as tests/reference/test_paimon_vacuum.py does) lists exactly what Paimon's
+`LocalOrphanFilesClean` would delete, deletes only that, and keeps every hash index,
+changelog file and manifest and every file a tag pins: afterwards Paimon reads the same rows
+at every kept snapshot and tag.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.engines import pypaimon_env
 from tests.engines.jvm_engines import JvmError, JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_index_tables import SPECS, build_all
@@ -114,6 +117,24 @@ def test_inspect_counts_what_paimon_reads_and_hash_indexes_apart(
     assert doc.get("hash_index_files", 0) == kinds.count("HASH")
     assert (kinds.count("HASH") > 0) == (name == "pk_dynamic_bucket")
     assert doc["verify"]["ok"] and doc["verify"]["dvs_checked"] == dvs
+
+
+def test_pypaimon_reads_them_as_dvtool_counts(paimon_index_tables: dict[str, Any]) -> None:
+    """pypaimon (Paimon's Python reader) reads every table, hash indexes and changelogs
+    beside its DVs, to the intended rows through the files and DVs dvtool counts."""
+    names = list(paimon_index_tables)
+    paths = [paimon_index_tables[n]["path"] for n in names]
+    for name, path, (rows, read) in zip(
+        names, paths, pypaimon_env.read_many([(p, None) for p in paths]), strict=True
+    ):
+        by_id = sorted(rows.select(["id", "part", "v"]).to_pylist(), key=lambda r: r["id"])
+        assert by_id == paimon_index_tables[name]["expected"]
+        doc = cli_json("inspect", path, "--files")
+        assert doc["logical_rows"] == read["rows"]
+        assert doc["deleted_rows"] == sum(f["dv"]["cardinality"] for f in read["files"] if f["dv"])
+        assert {f"{path}/{f['path']}" for f in doc["files"] if f["visible"]} == {
+            f["path"] for f in read["files"]
+        }
 
 
 def test_verify_passes_on_every_snapshot(paimon_index_tables: dict[str, Any]) -> None:
