@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh clone: creates the virtual environment (.venv, or
 # $DVTOOL_VENV), installs dvtool with its test extras, then runs ruff, mypy, fetches the
-# reference engines' jars (Delta Spark, Iceberg Spark, Paimon; once per machine) and runs pytest.
+# reference engines' jars (Delta Spark, Iceberg Spark, Paimon) and installs pypaimon's own
+# environment beside them (once per machine), and runs pytest.
 # Extra arguments go to pytest (e.g. `scripts/test.sh -k inspect`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ echo "== ruff"
 "$venv/bin/ruff" format --check dvtool tests scripts
 echo "== mypy"
 "$venv/bin/mypy"
-echo "== reference engines (jars fetched once into ~/.cache/dvtool-tests/jvm)"
+echo "== reference engines (jars and pypaimon installed once into ~/.cache/dvtool-tests/jvm)"
 "$venv/bin/python" -m tests.engines.jvm_engines fetch
 echo "== pytest"
 # --max-worker-restart=0: a crashed worker ends the run with the test it crashed on; replacing

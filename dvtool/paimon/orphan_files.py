@@ -8,7 +8,10 @@ snapshot, tag or changelog reaches, as Paimon's `remove_orphan_files` procedure 
   list, every file every entry of those manifests names (ADD and DELETE, with its extra
   files), its index manifest and every index file in it, its statistics file. Each
   manifest is read once however many snapshots share it. A metadata file that cannot be
-  read stops the plan: dvtool deletes nothing it cannot prove unused.
+  read stops the plan: dvtool deletes nothing it cannot prove unused. Except the files
+  Paimon's own expiry deletes while a tag or changelog still names them (a tag's changelog
+  manifest list; a decoupled changelog's base and delta manifest lists and index
+  manifest): missing, they reach nothing, as for Paimon's cleaner (`Roots.may_be_gone`).
 - What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
   every `bucket-*` folder found by descending exactly as many `key=value` partition
   folders as the table has partition keys. Nothing else is ever a candidate: not the table
@@ -34,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dvtool.errors import LogError, WriteRefusedError, exception_text
+from dvtool.errors import FileMissingError, LogError, WriteRefusedError, exception_text
 from dvtool.io_pool import map_io
 from dvtool.paimon.avro_files import decode_avro
 from dvtool.paimon.protocol.manifests import (
@@ -85,35 +88,67 @@ class UsedFiles:
 def used_files(table: PaimonTable) -> UsedFiles:
     """Every file name a kept snapshot, tag or changelog reaches (module docstring)."""
     roots = _roots(table)
-    used = UsedFiles(roots=len(roots))
+    used = UsedFiles(roots=len(roots.all()))
     lists: set[str] = set()
     index_manifests: set[str] = set()
-    for root in roots:
+    for root in roots.all():
         lists.update(n for n in (*root.manifest_lists(), root.changelog_manifest_list) if n)
         if root.index_manifest:
             index_manifests.add(root.index_manifest)
         if root.statistics:
             used.names.add(root.statistics)
+    gone = roots.may_be_gone()
     manifests = {
-        m.file_name for found in map_io(_manifests_of(table), sorted(lists)) for m in found
+        m.file_name for found in map_io(_manifests_of(table, gone), sorted(lists)) for m in found
     }
     for names in map_io(_files_of(table), sorted(manifests)):
         used.names.update(names)
-    for names in map_io(_index_files_of(table), sorted(index_manifests)):
+    for names in map_io(_index_files_of(table, gone), sorted(index_manifests)):
         used.names.update(names)
     used.names |= lists | manifests | index_manifests
     return used
 
 
-def _roots(table: PaimonTable) -> list[Snapshot]:
+@dataclass(frozen=True)
+class Roots:
+    """The snapshot documents whose files are kept: snapshots, tags, changelogs."""
+
+    snapshots: list[Snapshot]
+    tags: list[Snapshot]
+    changelogs: list[Snapshot]
+
+    def all(self) -> list[Snapshot]:
+        return self.snapshots + self.tags + self.changelogs
+
+    def may_be_gone(self) -> set[str]:
+        """The metadata files Paimon's snapshot expiry deletes although a tag or changelog
+        still names them: a tag's changelog manifest list (tags keep no changelog), and a
+        decoupled changelog's base and delta manifest lists and index manifest (it keeps
+        only its changelog). A missing one reaches nothing, as Paimon's cleaner reads it;
+        any other missing metadata file stops the plan."""
+        optional = {t.changelog_manifest_list for t in self.tags}
+        for c in self.changelogs:
+            optional.update((*c.manifest_lists(), c.index_manifest))
+        needed = {
+            n
+            for root in self.snapshots + self.tags
+            for n in (*root.manifest_lists(), root.index_manifest)
+        }
+        needed |= {s.changelog_manifest_list for s in self.snapshots}
+        needed |= {c.changelog_manifest_list for c in self.changelogs}
+        return {n for n in optional - needed if n}
+
+
+def _roots(table: PaimonTable) -> Roots:
     """The kept snapshots, tags and changelogs, each read as a snapshot document."""
-    roots = [table.snapshot(i) for i in table.snapshot_ids()]
+    found: dict[str, list[Snapshot]] = {}
     for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, CHANGELOG_PREFIX)):
         listing = table.storage.list_dir(table.storage.join(folder))
-        roots += map_io(
+        found[folder] = map_io(
             lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
         )
-    return roots
+    snapshots = [table.snapshot(i) for i in table.snapshot_ids()]
+    return Roots(snapshots, found[TAG_DIR], found[CHANGELOG_DIR])
 
 
 def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
@@ -123,16 +158,27 @@ def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
         raise LogError(f"{e.message}: {info.location}") from None
 
 
-def _records(table: PaimonTable, name: str, kind: str) -> list[dict[str, object]]:
+def _records(
+    table: PaimonTable, name: str, kind: str, gone: set[str] | None = None
+) -> list[dict[str, object]]:
+    """The records of a metadata file; none for a missing one among `gone`."""
     location = table.manifest_path(name)
     try:
-        return decode_avro(table.storage.read(location), location)
+        data = table.storage.read(location)
+    except FileMissingError:
+        if gone and name in gone:
+            return []
+        raise
+    try:
+        return decode_avro(data, location)
     except DECODE_ERRORS as e:
         raise LogError(f"cannot read the Paimon {kind} {location}: {exception_text(e)}") from None
 
 
-def _manifests_of(table: PaimonTable) -> Callable[[str], list[ManifestFileMeta]]:
-    return lambda name: [manifest_file_meta(r) for r in _records(table, name, "manifest list")]
+def _manifests_of(table: PaimonTable, gone: set[str]) -> Callable[[str], list[ManifestFileMeta]]:
+    return lambda name: [
+        manifest_file_meta(r) for r in _records(table, name, "manifest list", gone)
+    ]
 
 
 def _files_of(table: PaimonTable) -> Callable[[str], set[str]]:
@@ -147,10 +193,10 @@ def _files_of(table: PaimonTable) -> Callable[[str], set[str]]:
     return names
 
 
-def _index_files_of(table: PaimonTable) -> Callable[[str], set[str]]:
+def _index_files_of(table: PaimonTable, gone: set[str]) -> Callable[[str], set[str]]:
     return lambda name: {
         index_manifest_entry(r).index_file.file_name
-        for r in _records(table, name, "index manifest")
+        for r in _records(table, name, "index manifest", gone)
     }
 
 

@@ -31,6 +31,10 @@ Problem kinds:
   `_ROW_COUNT`);
 - `dv-dangling`: a DV of a data file that is not live in its bucket; `dv-duplicate`: a
   second DV of one data file.
+- `hash-index-missing`, `hash-index-unreadable`, `hash-index-size` (bytes differ from the
+  index manifest's `_FILE_SIZE`, or are not 4 per `_ROW_COUNT`): a dynamic-bucket table's
+  hash index (`HASH`), looked up but not read. Readers do not need it; Paimon's next write
+  to that partition does (its bucket assigner loads the keys' hashes), and fails without it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from dvtool.errors import (
     exception_text,
 )
 from dvtool.io_pool import map_io
+from dvtool.paimon.protocol.manifests import HASH_INDEX
 from dvtool.paimon.snapshot_files import DECODE_ERRORS, SnapshotFiles, read_snapshot_files
 
 if TYPE_CHECKING:
@@ -89,6 +94,9 @@ PROBLEM_KINDS = (
     "dv-row-index",
     "dv-dangling",
     "dv-duplicate",
+    "hash-index-missing",
+    "hash-index-unreadable",
+    "hash-index-size",
 )
 """Every kind a `PaimonProblem` may have, as the module docstring describes them."""
 
@@ -165,6 +173,9 @@ def verify_snapshot(
     for found in data_problems:
         problems += found
     for found in dv_results:
+        problems += found
+    hashes = [f for f in files.index_files if f.meta.index_type == HASH_INDEX]
+    for found in map_io(lambda f: _check_hash_index(table, f), hashes):
         problems += found
     dvs = sum(len(f.meta.dv_ranges) for f in deletion_files)
     return PaimonVerifyReport(len(files.data), len(deletion_files), dvs, problems)
@@ -354,6 +365,24 @@ def _check_dv(
             )
         )
     return found
+
+
+def _check_hash_index(table: PaimonTable, index: LiveIndexFile) -> list[PaimonProblem]:
+    """The hash index exists with the index manifest's size, 4 bytes per row (one stat)."""
+    path, meta = index.path, index.meta
+    try:
+        info = table.storage.info(table.location_of(path))
+    except READ_ERRORS as e:
+        return [PaimonProblem("hash-index-unreadable", f"cannot look up {path}: {_why(e)}")]
+    if info is None:
+        return [PaimonProblem("hash-index-missing", f"hash index {path} does not exist")]
+    if info.size != meta.file_size or meta.file_size != 4 * meta.row_count:
+        message = (
+            f"hash index {path} has {info.size} bytes; the index manifest says "
+            f"{meta.file_size} for {meta.row_count} key hashes of 4 bytes"
+        )
+        return [PaimonProblem("hash-index-size", message)]
+    return []
 
 
 def _why(error: BaseException) -> str:

@@ -15,8 +15,9 @@ default `~/.cache/dvtool-tests/jvm`): the first session fetches them (about 150 
 later ones resolve from the cache offline-fast. A file lock keeps two test workers from
 fetching into the cache at the same time.
 
-`python -m tests.engines.jvm_engines fetch` fetches every engine's jars (CI runs it before
-pytest, so no test pays for the download and a registry failure names itself).
+`python -m tests.engines.jvm_engines fetch` fetches every engine's jars and installs
+pypaimon's environment (CI runs it before pytest, so no test pays for the download and a
+registry failure names itself).
 """
 
 from __future__ import annotations
@@ -298,12 +299,15 @@ def builder_main(
 
 def fetch_all(workdir: Path) -> None:
     """Start and stop each engine once, so its jars are in the cache; resolve the jars of
-    the Iceberg REST catalog server the tests run beside them."""
+    the Iceberg REST catalog server the tests run beside them; install pypaimon's own
+    environment beside the jars (tests/engines/pypaimon_env.py)."""
+    from tests.engines import pypaimon_env
     from tests.reference.iceberg_catalogs import rest_server_classpath
 
     for engine in ENGINES.values():
         start(engine, workdir / engine.name).stop()
     rest_server_classpath()
+    pypaimon_env.ensure()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from tests.engines.jvm_engines import JvmError, JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_state import TableCopy, paimon_scan
 from tests.reference.paimon_tables import SPECS, copy_table
+from tests.reference.test_paimon_index_kinds import HASH_DAMAGES
 from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in SPECS]
@@ -456,10 +457,12 @@ def test_an_unreadable_manifest_is_named(
 
 
 def test_every_problem_kind_is_tested() -> None:
-    """Each kind `--verify` reports has a corrupt copy above, but a deletion file the
-    storage cannot read (root reads any local file: no way to make one here)."""
+    """Each kind `--verify` reports has a corrupt copy above (hash indexes: in
+    test_paimon_index_kinds.py), but a deletion file or hash index the storage cannot read
+    (root reads any local file: no way to make one here)."""
     from dvtool.paimon.verify import PROBLEM_KINDS
 
     tested = {kind for damage in DAMAGES.values() for kind in damage.kinds}
-    tested |= {"manifest-unreadable", "manifest-list-unreadable"}
-    assert tested == set(PROBLEM_KINDS) - {"deletion-file-unreadable"}
+    tested |= {"manifest-unreadable", "manifest-list-unreadable", *HASH_DAMAGES}
+    unreadable = {"deletion-file-unreadable", "hash-index-unreadable"}
+    assert tested == set(PROBLEM_KINDS) - unreadable

@@ -27,6 +27,8 @@ from dvtool.errors import LogError
 
 ADD, DELETE = 0, 1
 DELETION_VECTORS_INDEX = "DELETION_VECTORS"
+HASH_INDEX = "HASH"
+"""A dynamic-bucket table's hash index: the hashes of one bucket's keys, 4-byte ints."""
 
 
 @dataclass(frozen=True)
