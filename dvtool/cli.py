@@ -9,8 +9,11 @@ with the traceback shown under `-v`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shlex
+import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -87,6 +90,11 @@ class DvtoolGroup(click.Group):
             ctx.exit(exit_code_of("usage"))
         except (click.ClickException, click.exceptions.Abort):
             raise
+        except BrokenPipeError as e:
+            if not _stdout_reader_gone():
+                return self._report_error(ctx, RuntimeError(f"BrokenPipeError: {e}"))
+            _quiet_stdout()
+            ctx.exit(exit_code_of("broken-pipe"))
         except KeyboardInterrupt as e:
             kind = "terminated" if isinstance(e, interrupts.Terminated) else "interrupted"
             message, hint = _stopped_message(e)
@@ -98,6 +106,28 @@ class DvtoolGroup(click.Group):
                 ctx, message, e, _error_json("internal", message, "Run with -v for the traceback.")
             )
             ctx.exit(exit_code_of("internal"))
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (`dvtool inspect T | head -1`):
+    then a BrokenPipeError is the reader's choice, not a failure of dvtool's (one from a
+    socket to the storage is not this)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's last flush at exit would fail again
+    ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:
@@ -241,4 +271,20 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         register()
     with interrupts.command_scope(process_exits=True):
-        cli.main(args=argv, prog_name="dvtool")
+        try:
+            cli.main(args=argv, prog_name="dvtool")
+        finally:
+            _flush_stdout()
+
+
+def _flush_stdout() -> None:
+    """Flush what the command wrote; if stdout's reader has gone, exit as `broken-pipe`."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise
+        _quiet_stdout()
+        raise SystemExit(exit_code_of("broken-pipe")) from None
+    except (OSError, ValueError, AttributeError):
+        pass

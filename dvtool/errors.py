@@ -42,6 +42,10 @@ EXIT_CODES: dict[str, tuple[int, str]] = {
         "interrupted (Ctrl-C, SIGINT) before a commit; no commit is ever half-written",
     ),
     "terminated": (143, "stopped by SIGTERM (a CI cancellation) before a commit, as SIGINT"),
+    "broken-pipe": (
+        141,
+        "the reader of stdout went away (| head): output stopped; what was done stands",
+    ),
 }
 
 
@@ -55,6 +59,7 @@ def exit_code_of(kind: str) -> int:
 # person to repair the table or its storage, then what they must decide or correct, then
 # what running again fixes.
 SEVERITY: tuple[str, ...] = (
+    "broken-pipe",
     "terminated",
     "interrupted",
     "internal",

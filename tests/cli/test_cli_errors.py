@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +255,10 @@ WHAT_TO_DO = {
 }
 
 
-@pytest.mark.parametrize("kind", [k for k in EXIT_CODES if k not in ("ok", "check-failed")])
+NOT_ERRORS = ("ok", "check-failed", "broken-pipe")  # results, or nobody left to read a message
+
+
+@pytest.mark.parametrize("kind", [k for k in EXIT_CODES if k not in NOT_ERRORS])
 def test_every_error_kind_says_what_to_do(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,4 +282,27 @@ def test_check_failed_says_which_gate_and_by_how_much() -> None:
 
 
 def test_every_kind_is_covered() -> None:
-    assert set(WHAT_TO_DO) | {"ok", "check-failed"} == set(EXIT_CODES)
+    assert set(WHAT_TO_DO) | set(NOT_ERRORS) == set(EXIT_CODES)
+
+
+@pytest.mark.parametrize("args", [["--files"], ["--files", "--json"], ["--history"]])
+def test_stdout_closed_by_its_reader_is_broken_pipe(args: list[str], tmp_path: Path) -> None:
+    """`dvtool inspect T | head -1`: the reader closed the pipe before dvtool wrote. dvtool
+    exits 141 (as a program SIGPIPE stops), says nothing and shows no traceback (it was
+    exit 70, an internal error, when the pipe broke mid-output)."""
+    table = tmp_path / "t"
+    shutil.copytree(GOLDEN / SMALL, table)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dvtool", "inspect", str(table), *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == EXIT_CODES["broken-pipe"][0], done.stderr
+    assert done.stderr == b""
