@@ -26,6 +26,7 @@ By hand: `python -m tests.reference.paimon_partition_tables OUT_DIR`.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,6 +258,12 @@ def build_all(session: JvmSession, out: Path) -> Path:
     path = out / "partition-manifest.json"
     path.write_text(json.dumps(manifest, indent=1))
     return path
+
+
+def copy_table(entry: dict[str, Any], dst: Path) -> Path:
+    """A writable copy of a fixture table (Paimon's paths are relative to the table)."""
+    shutil.copytree(entry["path"], dst)
+    return dst
 
 
 def main(argv: list[str]) -> int:
