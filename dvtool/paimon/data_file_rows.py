@@ -4,7 +4,8 @@ Paimon writes data files as Parquet, ORC (`file.format`'s default) or Avro, name
 format's extension:
 
 - Parquet: the footer's row count (`pyarrow.parquet`);
-- ORC: the file footer's row count (`pyarrow.orc`, which reads the file's tail only);
+- ORC: the file footer's row count (`pyarrow.orc`, which reads the file's tail only; not
+  counted where pyarrow is built without ORC, as on Windows);
 - Avro: the sum of the object counts of the container file's blocks. Each block starts
   with its object count and byte size (zigzag varints) and ends with the file's 16-byte
   sync marker, so the blocks are walked by seeking over their data, never decoding a row;
@@ -45,8 +46,10 @@ def data_file_rows(storage: Storage, location: str, file_name: str) -> int | Non
 
             return int(pq.ParquetFile(stream).metadata.num_rows)
         if kind == "orc":
-            import pyarrow.orc as orc
-
+            try:
+                import pyarrow.orc as orc
+            except ImportError:  # pyarrow builds without ORC (Windows wheels)
+                return None
             return int(orc.ORCFile(stream).nrows)
         return avro_record_count(stream)
 
