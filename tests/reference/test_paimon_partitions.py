@@ -11,7 +11,8 @@ against Paimon's Java code (the `paimon_java` session).
   data file where Paimon's reader does (its splits' bucket folders), counts the rows
   Paimon reads, and finds no problem; ORC and Avro data files' rows are counted from their
   own metadata, and corrupt copies are reported with the problem kinds of Parquet files.
-- A deletion file that cannot be read (a directory where the file should be).
+- A deletion file that cannot be read (a directory where the file should be): a
+  `--verify` problem, and an error of plain `inspect` where it must count DVs' rows.
 """
 
 from __future__ import annotations
@@ -278,3 +279,28 @@ def test_an_unreadable_deletion_file_is_a_problem(
     text = run("inspect", str(copy.root), "--verify")
     assert text.exit_code == 6, all_output(text)
     assert "deletion-file-unreadable" in text.stdout
+    assert run("inspect", str(copy.root)).exit_code == 0  # the index manifest has the counts
+
+
+def test_an_unreadable_deletion_file_inspect_must_count_from_fails(
+    partition_tables: dict[str, Any], tmp_path: Path
+) -> None:
+    """DVs without a recorded cardinality (older Paimon) are counted from their deletion
+    file: one that cannot be read is a storage error (exit 8) naming it, in two lines."""
+    copy = TableCopy(
+        paimon_partition_tables.copy_table(partition_tables["numbers"], tmp_path / "t")
+    )
+
+    def forget(entry: dict[str, Any]) -> None:
+        for dv in entry["_DELETIONS_VECTORS_RANGES"]:
+            dv["_CARDINALITY"] = None
+
+    copy.edit_index(forget)
+    path, _ = copy.deletion_file()
+    path.unlink()
+    path.mkdir()
+    result = run("inspect", str(copy.root))
+    assert result.exit_code == 8, all_output(result)
+    message, hint = result.stderr.strip().splitlines()
+    assert message.startswith(f"error: cannot read the deletion file index/{path.name} ")
+    assert f"dvtool inspect {copy.root} --verify" in hint
