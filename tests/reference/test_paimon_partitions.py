@@ -32,6 +32,7 @@ from tests.engines.jvm_engines import JvmSession
 from tests.reference import paimon_partition_tables
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_state import TableCopy, paimon_scan
+from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in paimon_partition_tables.SPECS]
 
@@ -192,6 +193,20 @@ def test_inspect_finds_every_file_where_paimon_reads_it(
     assert read == {f["path"] for f in scan["files"]}
     if "DV" in name.upper() or name in ("numbers", "times_legacy", "times_cast"):
         assert doc["files_with_dvs"] > 0, "no DVs: the fixture changed"
+
+
+def test_tables_on_object_storage_read_as_on_disk(
+    partition_tables: dict[str, Any], s3_server: S3Server
+) -> None:
+    """ORC and Avro data files, and partition folders with escapes, spaces and non-ASCII
+    characters in their names, read from the S3 emulator as from disk."""
+    for name in ("orc_dv", "avro_dv", "strings", "times_cast"):
+        local = partition_tables[name]["path"]
+        uri = s3_server.upload(Path(local), f"paimon/{name}")
+        on_disk = cli_json("inspect", local, "--files", "--verify")
+        on_s3 = cli_json("inspect", uri, *s3_server.cli_options(), "--files", "--verify")
+        assert on_s3["verify"]["ok"] and on_s3["verify"] == on_disk["verify"], name
+        assert on_s3["files"] == on_disk["files"], name
 
 
 def _schema_option(copy: Path, key: str, value: str) -> None:
