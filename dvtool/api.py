@@ -410,7 +410,10 @@ def maintain(
     Iceberg tables get purge, rewrite of delete files, compaction and vacuum (`target_size`:
     `write.target-file-size-bytes`, else 512 MiB; `retain` lengthens
     `history.expire.max-snapshot-age-ms`); with `catalog` the targets are that Iceberg
-    catalog's `namespace.table` names.
+    catalog's `namespace.table` names. Paimon tables get an inspection (`purge_ratio`
+    bounds the deleted ratio, `target_size` defaults to `target-file-size`; when a gate
+    fails, the table's `recommendation` is Paimon's full compaction) and the vacuum of
+    orphan files older than a day (`retain` lengthens it).
     `dry_run` plans and writes nothing; `spark` is a SparkSession to rewrite on. A table's
     failure never raises: `result.tables` holds each one's plan, actions, metrics and
     error, and `result.exit_code` is the worst of theirs.

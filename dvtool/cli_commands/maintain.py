@@ -26,7 +26,8 @@ from dvtool.cli_options import (
     "--recursive",
     is_flag=True,
     help="Maintain every table under each prefix (Delta: a directory holding _delta_log; "
-    "Iceberg: metadata/*.metadata.json); directories starting with _ or . are not searched.",
+    "Iceberg: metadata/*.metadata.json; Paimon: schema/schema-N); directories starting with _ "
+    "or . are not searched.",
 )
 @click.option(
     "--catalog",
@@ -40,14 +41,16 @@ from dvtool.cli_options import (
     type=click.FloatRange(0, 1),
     metavar="R",
     help="Purge files deleting at least this share of their rows (default: table property "
-    "dvtool.maintain.purgeRatio, else 0.2).",
+    "dvtool.maintain.purgeRatio, else 0.2; Paimon: the deleted ratio above which a full "
+    "compaction is recommended).",
 )
 @click.option(
     "--target-size",
     type=SizeParam(minimum=1),
     metavar="SIZE",
     help="Compact files below this size: bytes, 256MB, 1GiB (default: delta.targetFileSize, "
-    "else 256 MiB; Iceberg: write.target-file-size-bytes, else 512 MiB).",
+    "else 256 MiB; Iceberg: write.target-file-size-bytes, else 512 MiB; Paimon: the small "
+    "file size, default target-file-size).",
 )
 @click.option(
     "--checkpoint-interval",
@@ -60,7 +63,8 @@ from dvtool.cli_options import (
     "--retain",
     metavar="DURATION",
     help="Vacuum retention, only to lengthen the table's delta.deletedFileRetentionDuration "
-    "(Iceberg: history.expire.max-snapshot-age-ms; a shorter one is ignored): 168h, 30d.",
+    "(Iceberg: history.expire.max-snapshot-age-ms; Paimon: the orphan file age, 1 day; a "
+    "shorter one is ignored): 168h, 30d.",
 )
 @click.option(
     "--time-budget",
@@ -87,7 +91,9 @@ def maintain(
     """Purge, compact, checkpoint, vacuum and clean up the log of tables (for cron).
 
     Iceberg tables: purge, rewrite delete files, compact and vacuum (expire snapshots,
-    delete the files only they reach and orphan files).
+    delete the files only they reach and orphan files). Paimon tables: inspect (recommends
+    Paimon's full compaction when the deleted ratio, level-0 files or small files call for
+    it) and vacuum (orphan files, leftovers of failed commits).
 
     Exit code: the worst of the tables' (internal 70, integrity 6, storage 8, not-found 5,
     refused 7, usage 2, error 1, conflict 4; 0 when all succeeded or were skipped).

@@ -26,7 +26,7 @@ binds a `--where` to the current schema and `metrics_verdict` judges one file by
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dvtool.delta.protocol.schema import ArrayType, DataType, MapType, StructField, StructType
@@ -134,9 +134,13 @@ def metrics_verdict(
     return predicate.stats_match(live.entry.record_count, lows, highs, nulls)
 
 
-def stats_paths(schema: Schema) -> dict[int, tuple[str, Any]]:
+def stats_paths(
+    schema: Schema, columns: Collection[str] | None = None
+) -> dict[int, tuple[str, Any]]:
     """Per primitive field id reachable through structs only: its dotted path and type
-    (the columns a predicate can read and whose bounds skipping can use)."""
+    (the columns a predicate can read and whose bounds skipping can use); under the
+    top-level `columns` only, if given (`Predicate.columns`: decoding every column's bounds
+    of every file cost more than the rest of a wide table's plan)."""
     from pyiceberg.types import PrimitiveType
     from pyiceberg.types import StructType as Struct
 
@@ -150,7 +154,8 @@ def stats_paths(schema: Schema) -> dict[int, tuple[str, Any]]:
             elif isinstance(f.field_type, PrimitiveType):
                 found[f.field_id] = (path, f.field_type)
 
-    walk(schema.fields, "")
+    top = schema.fields if columns is None else [f for f in schema.fields if f.name in columns]
+    walk(top, "")
     return found
 
 

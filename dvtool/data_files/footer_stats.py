@@ -14,7 +14,7 @@ import pandas to convert those with a zone or in nanoseconds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,9 +55,16 @@ class RowGroupStats:
 
 
 def row_group_stats(
-    storage: DataFileStorage, location: str, parquet: pq.ParquetFile | None = None
+    storage: DataFileStorage,
+    location: str,
+    parquet: pq.ParquetFile | None = None,
+    columns: Collection[str] | None = None,
 ) -> list[RowGroupStats]:
     """Min, max and null count per column of each row group, from the footer.
+
+    `columns` (top-level physical names) limits the statistics to those columns' leaves: a
+    scan needs only its predicate's, and converting every column's bounds to python values
+    cost more than reading a one-column predicate's data of a wide file.
 
     Keys are dotted physical column paths as in the parquet schema (`a`, `s.x`, and
     `l.list.element` inside lists). Values are python values typed by the column's logical
@@ -71,14 +78,15 @@ def row_group_stats(
     else:
         meta = parquet.metadata
     starts = row_group_starts(meta)
-    timestamps = _timestamp_types(meta)
+    leaves = _leaves(meta, columns)
+    timestamps = _timestamp_types(meta, leaves)
     out = []
     for rg in range(meta.num_row_groups):
         group = meta.row_group(rg)
         minimum: dict[str, Any] = {}
         maximum: dict[str, Any] = {}
         nulls: dict[str, int] = {}
-        for c in range(group.num_columns):
+        for c in leaves:
             chunk = group.column(c)
             stats = chunk.statistics
             if stats is None:
@@ -100,11 +108,24 @@ def row_group_stats(
     return out
 
 
-def _timestamp_types(meta: pq.FileMetaData) -> dict[int, pa.DataType]:
+def _leaves(meta: pq.FileMetaData, columns: Collection[str] | None) -> list[int]:
+    """The indexes of the leaf columns under the top-level `columns` (all if None); a name
+    holding a dot may take a few more leaves, never fewer."""
+    if columns is None:
+        return list(range(meta.num_columns))
+    schema = meta.schema
+
+    def wanted(path: str) -> bool:
+        return any(path == name or path.startswith(name + ".") for name in columns)
+
+    return [i for i in range(meta.num_columns) if wanted(schema.column(i).path)]
+
+
+def _timestamp_types(meta: pq.FileMetaData, leaves: Iterable[int]) -> dict[int, pa.DataType]:
     """The arrow types pyarrow gives the statistics of the INT64 timestamp leaf columns, by
     leaf index: zone "UTC" when the values are adjusted to UTC, none otherwise."""
     out = {}
-    for index in range(meta.num_columns):
+    for index in leaves:
         column = meta.schema.column(index)
         unit = timestamp_unit(column)
         if unit:

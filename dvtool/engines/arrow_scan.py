@@ -22,6 +22,7 @@ stays bounded by `FILTER_ROWS` rows of the predicate's columns per thread.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -132,7 +133,7 @@ class FileScan:
             return [0]  # its footer's bounds are the add's, already checked by the planner
         storage = self.table.storage
         to_read = []
-        for stats in row_group_stats(storage, file.location, parquet):
+        for stats in row_group_stats(storage, file.location, parquet, plan.file_columns):
             group = _own_stats(stats, plan)
             verdict = self.predicate.stats_match(
                 group.num_rows,
@@ -218,14 +219,15 @@ def _distribute(
     """Add the hit positions of the concatenated `pieces` to their files' row bitmaps."""
     if not len(hits):
         return
-    hits = np.sort(hits)
+    if len(hits) > 1 and not bool(np.all(hits[1:] > hits[:-1])):
+        hits = np.sort(hits)  # the filter keeps the input order: a check, seldom a sort
     starts = np.cumsum([0] + [p.data.num_rows for p in pieces])
     bounds = np.searchsorted(hits, starts)
     for i, piece in enumerate(pieces):
         mine = hits[bounds[i] : bounds[i + 1]]
         if len(mine):
-            rows = mine - starts[i] + piece.first_row
-            matched[piece.file].update(rows.tolist())
+            rows = (mine - starts[i] + piece.first_row).astype(np.uint64)
+            matched[piece.file] |= BitMap64(array("Q", rows.tobytes()))
 
 
 def _own_stats(group: RowGroupStats, plan: ColumnPlan) -> RowGroupStats:

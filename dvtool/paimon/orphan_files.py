@@ -13,13 +13,20 @@ snapshot, tag or changelog reaches, as Paimon's `remove_orphan_files` procedure 
   every `bucket-*` folder found by descending exactly as many `key=value` partition
   folders as the table has partition keys. Nothing else is ever a candidate: not the table
   root, `schema/`, `snapshot/`, `tag/`, `consumer/`, a partition folder above its buckets.
+- Leftovers of failed commits (`commit_leftovers`): Paimon writes a snapshot, changelog or
+  hint file to a temporary name (`.snapshot-7.<uuid>.tmp`) and renames it; a commit that
+  failed in between leaves the temporary file. As Paimon's cleaner (`cleanSnapshotDir`,
+  1.4) does, every file directly in `snapshot/` whose name does not start with `snapshot-`
+  and is not the `EARLIEST` or `LATEST` hint is one, and likewise in `changelog/` (names
+  not starting with `changelog-`). A failed write's temporary manifest or index file lies
+  in `manifest/` or `index/` under a name no snapshot reaches: an orphan like any other.
 - Only files last modified before the cutoff are orphans (Paimon's default: a day ago): a
-  writer that has not committed yet may be writing the others.
+  writer that has not committed yet may be writing the others (or renaming its temporary
+  snapshot file).
 
 Not handled, so refused (`WriteRefusedError`): branches (`branch/` holding any: their
 snapshots share the table's files) and data files in external paths
-(`data-file.external-paths`). Paimon's cleaner also removes temporary files a failed
-commit left in `snapshot/` and `changelog/`; dvtool leaves them.
+(`data-file.external-paths`).
 """
 
 from __future__ import annotations
@@ -36,12 +43,22 @@ from dvtool.paimon.protocol.manifests import (
     manifest_entry,
     manifest_file_meta,
 )
-from dvtool.paimon.protocol.snapshots import Snapshot, snapshot_id_of
+from dvtool.paimon.protocol.snapshots import (
+    EARLIEST_HINT,
+    LATEST_HINT,
+    SNAPSHOT_DIR,
+    SNAPSHOT_PREFIX,
+    Snapshot,
+    snapshot_id_of,
+)
 from dvtool.paimon.snapshot_files import DECODE_ERRORS
 from dvtool.paimon.tables import MANIFEST_DIR, PaimonTable
 from dvtool.storage.listing import FileInfo
 
 TAG_DIR, CHANGELOG_DIR, BRANCH_DIR = "tag", "changelog", "branch"
+CHANGELOG_PREFIX = "changelog-"
+COMMIT_FOLDERS = {SNAPSHOT_DIR: SNAPSHOT_PREFIX, CHANGELOG_DIR: CHANGELOG_PREFIX}
+"""The folders of committed snapshot and changelog files, each with its files' prefix."""
 INDEX_DIR, STATISTICS_DIR = "index", "statistics"
 EXTERNAL_PATHS = "data-file.external-paths"
 DEFAULT_ORPHAN_RETENTION_MS = 24 * 3600 * 1000
@@ -91,7 +108,7 @@ def used_files(table: PaimonTable) -> UsedFiles:
 def _roots(table: PaimonTable) -> list[Snapshot]:
     """The kept snapshots, tags and changelogs, each read as a snapshot document."""
     roots = [table.snapshot(i) for i in table.snapshot_ids()]
-    for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, "changelog-")):
+    for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, CHANGELOG_PREFIX)):
         listing = table.storage.list_dir(table.storage.join(folder))
         roots += map_io(
             lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
@@ -155,15 +172,17 @@ def check_supported(table: PaimonTable) -> None:
 
 
 def candidate_files(table: PaimonTable) -> list[FileInfo]:
-    """The files of the folders Paimon's cleaner lists (module docstring)."""
+    """The files of the folders Paimon's cleaner lists, and the leftovers of failed
+    commits (module docstring)."""
     storage = table.storage
     keys = len(table.latest_schema().partition_keys)
     folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, keys)]
-    return [
+    listed = [
         info
         for found in map_io(lambda f: storage.list_dir(storage.join(f)), folders)
         for info in found
     ]
+    return listed + commit_leftovers(table)
 
 
 def _bucket_folders(table: PaimonTable, partition_keys: int) -> list[str]:
@@ -176,18 +195,45 @@ def _bucket_folders(table: PaimonTable, partition_keys: int) -> list[str]:
     return [f"{d}/{n}" if d else n for d, names in listed for n in names if n.startswith("bucket-")]
 
 
+def commit_leftovers(table: PaimonTable) -> list[FileInfo]:
+    """The files in `snapshot/` and `changelog/` that are neither a committed snapshot or
+    changelog file nor a hint: the temporary files of failed commits, whatever their age
+    (`orphan_files` keeps the young ones)."""
+    storage = table.storage
+    listed = map_io(lambda folder: storage.list_dir(storage.join(folder)), list(COMMIT_FOLDERS))
+    return [
+        info
+        for prefix, infos in zip(COMMIT_FOLDERS.values(), listed, strict=True)
+        for info in infos
+        if is_commit_leftover(info.name, prefix)
+    ]
+
+
+def is_commit_leftover(name: str, prefix: str) -> bool:
+    """Whether a file named `name` in the folder of files named `prefix*` is a leftover
+    (Paimon's `nonSnapshotFileFilter` / `nonChangelogFileFilter`)."""
+    return not name.startswith(prefix) and name not in (EARLIEST_HINT, LATEST_HINT)
+
+
 def orphan_files(
     table: PaimonTable, cutoff_ms: int, candidates: Iterable[FileInfo], used: UsedFiles
 ) -> list[OrphanFile]:
-    """The candidates no kept snapshot reaches, last modified before `cutoff_ms`."""
+    """The candidates no kept snapshot reaches (in `snapshot/` and `changelog/`: the
+    leftovers of failed commits), last modified before `cutoff_ms`."""
     out = []
     for info in candidates:
-        if info.name in used.names or snapshot_id_of(info.name) is not None:
+        relative = table.storage.relative_to_root(info.location)
+        if relative is None or not _unused(relative, info.name, used):
             continue
         if info.modification_time_ms is None or info.modification_time_ms >= cutoff_ms:
             continue
-        relative = table.storage.relative_to_root(info.location)
-        if relative is None:
-            continue
         out.append(OrphanFile(relative, info.size, info.modification_time_ms))
     return sorted(out, key=lambda f: f.path)
+
+
+def _unused(relative: str, name: str, used: UsedFiles) -> bool:
+    folder, _, rest = relative.partition("/")
+    prefix = COMMIT_FOLDERS.get(folder)
+    if prefix is not None and rest == name:  # directly in snapshot/ or changelog/
+        return is_commit_leftover(name, prefix)
+    return name not in used.names and snapshot_id_of(name) is None

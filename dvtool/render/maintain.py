@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dvtool.render.output import Output
 
 _STEP_TITLES = {
+    "inspect": "inspect",
     "purge": "purge",
     "rewrite-deletes": "rewrite deletes",
     "compaction": "compaction",
@@ -32,6 +33,8 @@ _STEP_TITLES = {
     "vacuum": "vacuum",
     "log-cleanup": "log cleanup",
 }
+_FORMAT_STEPS = {"rewrite-deletes", "inspect"}
+"""Steps of one format only: a column only when a table of that format is present."""
 _MARKS = {
     "skipped": "skipped",
     "not-run": "not run",
@@ -68,9 +71,10 @@ def render_maintain(
 def summary_table(result: MaintainResult, shown: Callable[[str], str] = str) -> BoxTable:
     """A row per table: where, its status, versions read and reached, then each step (the
     steps of the formats present: Iceberg's rewrite of delete files only with an Iceberg
-    table; a step a table's format has not is `n/a`)."""
+    table, Paimon's inspection only with a Paimon table; a step a table's format has not is
+    `n/a`)."""
     present = {a.step for table in result.tables for a in table.actions}
-    steps = [step for step in _STEP_TITLES if step in present or step != "rewrite-deletes"]
+    steps = [step for step in _STEP_TITLES if step in present or step not in _FORMAT_STEPS]
     columns = [Column("table"), Column("status"), Column("version")]
     columns += [Column(_STEP_TITLES[step]) for step in steps]
     t = BoxTable("Maintenance", columns)
@@ -100,7 +104,7 @@ def _versions(table: TableOutcome) -> str:
 def _step_cell(action: StepOutcome | None, table_format: str | None = None) -> str:
     """What one step did, in a few words (`n/a`: a step of another format)."""
     if action is None:
-        return _MARKS["not-applicable"] if table_format == "delta" else ""
+        return _MARKS["not-applicable"] if table_format is not None else ""
     if action.status == "failed":
         return "[red]FAILED[/]"
     if action.status in _MARKS:
@@ -118,6 +122,8 @@ def _what(step: str, result: dict[str, Any]) -> str:
             return f"{plural(inputs, 'file')} -> {sum(1 for b in bins if b['rows']):,}"
         inputs = sum(len(b["inputs"]) for b in bins)
         return f"{plural(inputs, 'file')} -> {len(bins):,}"
+    if step == "inspect":
+        return "full compaction due" if result.get("compaction_due") else "healthy"
     if step == "rewrite-deletes":
         metrics = result.get("metrics") or {}
         return plural(metrics.get("removedDeleteEntries", 0), "delete file")

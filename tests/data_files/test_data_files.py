@@ -350,6 +350,22 @@ def test_row_group_stats_vs_pyarrow_metadata(storage: Storage) -> None:
     assert all(not (isinstance(v, float) and math.isnan(v)) for g in groups for v in g.max.values())
 
 
+def test_row_group_stats_of_some_columns(storage: Storage) -> None:
+    """`columns` keeps exactly the statistics of those top-level columns' leaves (a struct's
+    included), each equal to what the whole footer's read gives."""
+    location = write_plain(storage, stats_table(), row_group_size=2)
+    every = row_group_stats(storage, location)
+    some = row_group_stats(storage, location, columns=["i", "st", "ts"])
+    assert [(g.index, g.first_row, g.num_rows) for g in some] == [
+        (g.index, g.first_row, g.num_rows) for g in every
+    ]
+    for all_of, part in zip(every, some, strict=True):
+        for name in ("min", "max", "null_count"):
+            whole, kept = getattr(all_of, name), getattr(part, name)
+            expected = {k: v for k, v in whole.items() if k.split(".")[0] in {"i", "st", "ts"}}
+            assert kept == expected and "st.x" in part.null_count
+
+
 @pytest.mark.parametrize("tz", [None, "UTC", "+07:00"])
 @pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
 def test_row_group_stats_of_timestamps(storage: Storage, unit: str, tz: str | None) -> None:

@@ -162,9 +162,9 @@ def test_row_group_statistics_are_not_checked_again_for_one_group_files(
     asked: list[str] = []
     real = arrow_scan.row_group_stats
 
-    def spy(storage: Any, location: str, parquet: Any = None) -> Any:
+    def spy(storage: Any, location: str, parquet: Any = None, columns: Any = None) -> Any:
         asked.append(location.rsplit("/", 1)[-1])
-        return real(storage, location, parquet)
+        return real(storage, location, parquet, columns)
 
     monkeypatch.setattr(arrow_scan, "row_group_stats", spy)
     files = []

@@ -3,8 +3,9 @@
 Each fixture table is copied, every file in it dated two days back, and strays planted:
 old ones in every folder Paimon's `remove_orphan_files` lists (`manifest/`, `index/`,
 `statistics/`, a bucket folder), old ones where it never looks (the table root, `schema/`,
-`tag/`, `consumer/`, a partition folder above its buckets), and a fresh one in a bucket
-folder. The
+`tag/`, `consumer/`, a partition folder above its buckets), fresh ones in a bucket folder
+and `snapshot/`, and the leftovers of failed commits (temporary snapshot, changelog and
+manifest files, a stray in `snapshot/`; the `EARLIEST` and `LATEST` hints are as old). The
 files dvtool's dry run lists are the files Paimon's `LocalOrphanFilesClean` (dry run, the
 same cutoff) would delete, the expired table's leftover orphan among them; the real run
 deletes exactly those, and afterwards Paimon's reader returns the same rows at every kept
@@ -31,6 +32,15 @@ from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in SPECS]
 DAY_MS = 24 * 3600 * 1000
+# What failed commits leave: temporary files of snapshots, changelogs and manifests (Paimon
+# writes `.NAME.UUID.tmp` and renames it), and a stray in snapshot/.
+COMMIT_LEFTOVERS = {
+    "snapshot/.snapshot-9.7d0c7c7e-6b53-4f0e-9d51-3b7f44a2e0aa.tmp",
+    "snapshot/notes.txt",
+    "changelog/.changelog-9.4be1a4de-9b0c-4d0a-8a55-0f7f4e1d6c11.tmp",
+    "manifest/.manifest-00000000-stray-9.0c5d8f2e-2f4e-4c5e-9b7e-6c1c1f6a5d22.tmp",
+}
+FRESH_LEFTOVER = "snapshot/.snapshot-10.f3b5a0f1-8c7e-4a55-a0b4-5d1c7e2e9f33.tmp"
 
 PAIMON_CLEAN = """
 P = jvm.org.apache.paimon
@@ -68,15 +78,17 @@ def _strays(root: Path) -> tuple[set[str], set[str]]:
         "index/index-00000000-stray-0",
         "statistics/stat-00000000-stray-0",
         f"{inside}/data-00000000-stray-0.parquet",
+        *COMMIT_LEFTOVERS,
     }
     kept = {"stray.txt", "schema/notes.txt", "tag/notes.txt", "consumer/notes.txt"}
     if bucket.parent != root:  # a partition folder above the buckets
         kept.add(f"{bucket.parent.relative_to(root).as_posix()}/data-00000000-stray-1.parquet")
     for relative in orphans | kept:
         _plant(root, relative, old=True)
-    fresh = f"{inside}/data-00000000-fresh-0.parquet"
-    _plant(root, fresh, old=False)
-    return orphans, kept | {fresh}
+    fresh = {f"{inside}/data-00000000-fresh-0.parquet", FRESH_LEFTOVER}
+    for relative in fresh:
+        _plant(root, relative, old=False)
+    return orphans, kept | fresh
 
 
 def _files(root: Path) -> set[str]:

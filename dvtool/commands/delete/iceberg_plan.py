@@ -77,7 +77,7 @@ def parse_predicate(table: IcebergTable, where: str, now: datetime | None) -> Pr
 def plan_delete(table: IcebergTable, predicate: Predicate) -> Plan:
     """Judge every live data file from its column metrics."""
     plan = Plan(table, predicate, live_files(table))
-    paths = stats_paths(table.metadata.schema())
+    paths = stats_paths(table.metadata.schema(), predicate.columns)
     for live in plan.live.data:
         verdict = metrics_verdict(predicate, live, paths)
         if verdict is Match.NONE:

@@ -22,7 +22,9 @@ DV), so the rows a purge drops are not reported again under compaction.
 An Iceberg table (found under a prefix, named, or with `catalog` named in that catalog) runs
 the Iceberg loop instead (`dvtool.commands.maintain.iceberg`): purge, rewrite of delete
 files, compaction, vacuum; the Delta-only steps are reported `not-applicable`. A Paimon
-table has every step `not-applicable` (`PAIMON_NOT_MAINTAINED`).
+table runs the Paimon loop (`dvtool.commands.maintain.paimon`): a health inspection that
+says when Paimon's full compaction is due (the table's `recommendation`), and the vacuum of
+its orphan files; compaction and snapshot expiry stay Paimon's (`not-applicable`).
 
 One table's failure does not stop the others: the first step that fails ends that table's
 run (its error recorded, the later steps `not-run`). The time budget stops starting new work:
@@ -39,7 +41,6 @@ from typing import Any
 
 from dvtool.commands.maintain.outcome import (
     DONE,
-    NOT_APPLICABLE,
     NOTHING,
     PLANNED,
     SKIPPED,
@@ -50,6 +51,7 @@ from dvtool.commands.maintain.outcome import (
     StepOutcome,
     StepRunner,
     TableOutcome,
+    deletes_failed,
     rewrite_detail,
     run_steps,
 )
@@ -80,10 +82,6 @@ __all__ = [
 ]
 
 EngineFactory = Callable[[int], Engine]
-PAIMON_NOT_MAINTAINED = (
-    "a Paimon table: maintain does not run its loop on Paimon tables yet (dvtool vacuum "
-    "deletes their orphan files; compaction and snapshot expiry are Paimon's own)"
-)
 Progress = Callable[[int], Callable[[int], None]]
 
 
@@ -185,8 +183,13 @@ def _maintain_table(
         options = target.storage_options
         found = "iceberg" if target.catalog is not None else detect_format(target.location, options)
         if found == "paimon":
+            from dvtool.commands.maintain.paimon import maintain_paimon
+            from dvtool.paimon.tables import open_paimon
+            from dvtool.storage.table_storage import Storage
+
             outcome.format = "paimon"
-            outcome.actions = [StepOutcome(s, NOT_APPLICABLE, PAIMON_NOT_MAINTAINED) for s in STEPS]
+            paimon = open_paimon(Storage.for_table(target.location, options))
+            maintain_paimon(paimon, request, outcome, budget)
             return outcome
         if found == "iceberg":
             from dvtool.commands.maintain.iceberg import maintain_iceberg
@@ -316,13 +319,7 @@ class _TableRun:
             v for v in (result.start_version, result.end_version) if v is not None
         ]
         if result.failed:
-            first = result.failed[0]
-            error = StorageError(
-                f"vacuum could not delete {len(result.failed):,} files, e.g. "
-                f"{first.path}: {first.error}",
-                hint="Check the storage's permissions; run maintain again to retry.",
-            )
-            raise StepFailed(error, result.to_json())
+            raise deletes_failed(result.failed, result.to_json())
         detail = f"deleted {result.deleted_files:,} files ({result.deleted_bytes:,} bytes)"
         return StepOutcome("vacuum", DONE, detail, result.to_json())
 

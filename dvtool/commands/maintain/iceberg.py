@@ -37,11 +37,11 @@ from dvtool.commands.maintain.outcome import (
     NOTHING,
     PLANNED,
     Budget,
-    StepFailed,
     StepOutcome,
     StepRunner,
     TableOutcome,
     counted,
+    deletes_failed,
     rewrite_detail,
     run_steps,
 )
@@ -55,7 +55,6 @@ from dvtool.commands.vacuum.iceberg import (
     IcebergVacuumResult,
     run_vacuum_iceberg,
 )
-from dvtool.errors import StorageError
 
 if TYPE_CHECKING:
     from dvtool.commands.maintain.plan import MaintainRequest, PlannedStep, TablePlan
@@ -225,13 +224,7 @@ class _IcebergRun:
         self.metrics["vacuumed_files"] = result.deleted_files
         self.metrics["vacuumed_bytes"] = result.deleted_bytes
         if result.failed:
-            first = result.failed[0]
-            error = StorageError(
-                f"vacuum could not delete {len(result.failed):,} files, e.g. "
-                f"{first.path}: {first.error}",
-                hint="Check the storage's permissions; run maintain again to retry.",
-            )
-            raise StepFailed(error, result.to_json())
+            raise deletes_failed(result.failed, result.to_json())
         detail = (
             f"expired {counted(len(result.expired_snapshots), 'snapshot')}, deleted "
             f"{counted(result.deleted_files, 'file')} ({result.deleted_bytes:,} bytes)"

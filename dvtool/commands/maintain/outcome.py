@@ -1,21 +1,24 @@
 """What `dvtool maintain` reports: each step's outcome, each table's, the whole run's; and the
 loop that runs a table's planned steps under the time budget.
 
-Shared by the Delta loop (`dvtool.commands.maintain.command`) and the Iceberg loop
-(`dvtool.commands.maintain.iceberg`), so that both report the same statuses, the same
-document and the same exit codes.
+Shared by the Delta loop (`dvtool.commands.maintain.command`), the Iceberg loop
+(`dvtool.commands.maintain.iceberg`) and the Paimon loop (`dvtool.commands.maintain.paimon`),
+so that all report the same statuses, the same document and the same exit codes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dvtool import interrupts
 from dvtool.commands.maintain.plan import PlannedStep, TablePlan
 from dvtool.commands.result import CommandResult, table_error_json
-from dvtool.errors import DvtoolError, exit_code_of, worst_kind
+from dvtool.errors import DvtoolError, StorageError, exit_code_of, worst_kind
+
+if TYPE_CHECKING:
+    from dvtool.commands.vacuum.delete import FailedDelete
 
 Clock = Callable[[], float]
 
@@ -69,7 +72,9 @@ def no_metrics() -> dict[str, Any]:
 class TableOutcome:
     """What maintain planned and did on one table, and the error that stopped it. `metrics`
     count what was done (a dry run does nothing: its plans are in `actions`). `format`:
-    `delta` or `iceberg` (None when the table was not looked at)."""
+    `delta`, `iceberg` or `paimon` (None when the table was not looked at).
+    `recommendation`: what the table needs that dvtool leaves to its format's own tools (a
+    Paimon table's full compaction), None when nothing."""
 
     location: str
     plan: TablePlan | None = None
@@ -79,6 +84,7 @@ class TableOutcome:
     exception: Exception | None = None
     """A failure that is not a DvtoolError (a bug, exit 70), for `-v` to show."""
     format: str | None = None
+    recommendation: dict[str, Any] | None = None
 
     @property
     def kind(self) -> str:
@@ -118,6 +124,7 @@ class TableOutcome:
             "actions": [a.to_json() for a in self.actions],
             "metrics": dict(self.metrics),
             "error": table_error_json("maintain", self.location, self.error, self.exception),
+            "recommendation": self.recommendation,
         }
 
 
@@ -172,6 +179,16 @@ class StepFailed(Exception):
 
 
 StepRunner = Callable[[PlannedStep], StepOutcome]
+
+
+def deletes_failed(failed: Sequence[FailedDelete], result: dict[str, Any]) -> StepFailed:
+    """The failure of a vacuum step that could not delete some files (every format's)."""
+    first = failed[0]
+    error = StorageError(
+        f"vacuum could not delete {len(failed):,} files, e.g. {first.path}: {first.error}",
+        hint="Check the storage's permissions; run maintain again to retry.",
+    )
+    return StepFailed(error, result)
 
 
 def run_steps(

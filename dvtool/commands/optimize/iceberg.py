@@ -280,10 +280,11 @@ def _rewrite_prepare(
         def selected(f: LiveDataFile) -> bool:
             return f.path not in excluded and (chosen is None or chosen(f))
 
+        limit = None if request.dry_run else request.batch_size
         if request.operation == "purge":
-            plan = plan_purge(base, live, request.min_deleted_ratio, selected)
+            plan = plan_purge(base, live, request.min_deleted_ratio, selected, limit)
         else:
-            plan = plan_compaction(base, live, sizes, selected)
+            plan = plan_compaction(base, live, sizes, selected, limit)
         engine = None if request.dry_run or plan.empty else engines(plan)
         if request.batch_size is not None and not request.dry_run:
             plan = first_bins(plan, live, request.batch_size, dangling=request.operation == "purge")
@@ -337,7 +338,7 @@ def _selection(
     if where is None:
         return None
     predicate = parse_predicate(table.metadata, where, now)
-    paths = stats_paths(table.metadata.schema())
+    paths = stats_paths(table.metadata.schema(), predicate.columns)
     return lambda live: metrics_verdict(predicate, live, paths) is not Match.NONE
 
 

@@ -114,20 +114,23 @@ def plan_compaction(
     live: LiveFiles,
     sizes: Sizes,
     selected: Callable[[LiveDataFile], bool] | None = None,
+    limit: int | None = None,
 ) -> RewritePlan:
     """The bins of a bin-pack compaction (module docstring) of the `selected` files (all by
-    default), with the starting snapshot's sequence number."""
+    default), with the starting snapshot's sequence number; the first `limit` bins only
+    (a `--batch-size` batch), whose files alone have their deletes read."""
     snapshot = table.metadata.current_snapshot()
     sequence = (snapshot.sequence_number or 0) if snapshot is not None else 0
-    chosen = file_groups(live, sizes, selected)
-    flat = [f for group in chosen for f in group]
-    deleted = iter(DeletedBefore(table.io, live.index).load(flat))
-    plan = RewritePlan()
-    for group in chosen:
-        inputs = [Input(f, next(deleted)) for f in group]
+    packed: list[list[LiveDataFile]] = []
+    for group in file_groups(live, sizes, selected):
         split = sizes.split_size(sum(f.entry.file_size_in_bytes for f in group))
-        for members in _pack(inputs, split, weight=lambda i: i.file.entry.file_size_in_bytes):
-            plan.bins.append(RewriteBin(tuple(members), sequence))
+        packed += _pack(group, split)
+    if limit is not None:
+        packed = packed[:limit]
+    deleted = iter(DeletedBefore(table.io, live.index).load([f for b in packed for f in b]))
+    plan = RewritePlan()
+    for members in packed:
+        plan.bins.append(RewriteBin(tuple(Input(f, next(deleted)) for f in members), sequence))
     plan.removed_deletes = unused_deletes(live, plan.inputs, dangling=False)
     return plan
 

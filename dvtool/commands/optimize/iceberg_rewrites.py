@@ -149,22 +149,31 @@ def plan_purge(
     live: LiveFiles,
     min_deleted_ratio: float | None,
     selected: Callable[[LiveDataFile], bool] | None = None,
+    limit: int | None = None,
 ) -> RewritePlan:
     """MERGE: one bin per data file with deletes (deleted ratio >= `min_deleted_ratio`,
     among the `selected` files), keeping the file's data sequence number. Which delete
-    files go is judged over every live file, selected or not."""
+    files go is judged over every live file, selected or not.
+
+    `limit` (a `--batch-size` batch): the deletes are read `limit` files at a time, until
+    the plan has `limit` bins, so that a run in batches reads each file's deletes about
+    once, not once per batch."""
     with_deletes = [
         f
         for f in live.data
         if (selected is None or selected(f)) and live.index.for_data_file(f.entry).files()
     ]
     plan = RewritePlan()
-    loaded = DeletedBefore(table.io, live.index).load(with_deletes)
-    for f, deleted in zip(with_deletes, loaded, strict=True):
-        source = Input(f, deleted)
-        if min_deleted_ratio is not None and not _ratio_reached(source, min_deleted_ratio):
-            continue
-        plan.bins.append(RewriteBin((source,), f.entry.data_sequence_number))
+    deleted = DeletedBefore(table.io, live.index)
+    step = max(1, limit) if limit is not None else max(1, len(with_deletes))
+    for start in range(0, len(with_deletes), step):
+        chunk = with_deletes[start : start + step]
+        for f, before in zip(chunk, deleted.load(chunk), strict=True):
+            source = Input(f, before)
+            if min_deleted_ratio is None or _ratio_reached(source, min_deleted_ratio):
+                plan.bins.append(RewriteBin((source,), f.entry.data_sequence_number))
+        if limit is not None and len(plan.bins) >= limit:
+            break
     plan.removed_deletes = unused_deletes(live, plan.inputs, dangling=True)
     return plan
 

@@ -6,7 +6,8 @@ Snapshot expiry stays Paimon's: its rules (`snapshot.num-retained.min/max`,
 snapshots go, and its writers apply them at every commit; dvtool expires nothing. What it
 does is the orphan clean: files older than `--retain` (default a day, Paimon's
 `older_than`) in the table's data, manifest, index and statistics folders that no kept
-snapshot, tag or changelog reaches. A retention shorter than the default is refused
+snapshot, tag or changelog reaches, and the temporary files failed commits left in
+`snapshot/` and `changelog/`. A retention shorter than the default is refused
 unless forced (a writer that has not committed yet could lose its files). Files are
 deleted through dvtool's storage, each checked again just before to be inside the table
 folder (`dvtool.commands.vacuum.delete`); a dry run lists them.

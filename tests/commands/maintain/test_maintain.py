@@ -271,8 +271,9 @@ def test_json_document_shape(tmp_path: Path) -> None:
         "actions",
         "metrics",
         "error",
+        "recommendation",
     }
-    assert outcome["format"] == "delta"
+    assert outcome["format"] == "delta" and outcome["recommendation"] is None
     plan = outcome["plan"]
     assert set(plan) == {"read_version", "settings", "steps"}
     assert set(plan["settings"]) == {

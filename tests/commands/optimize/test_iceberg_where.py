@@ -10,11 +10,14 @@ keep their path and their delete files.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import dvtool
-from dvtool.iceberg.live_files import LiveFiles, live_files
+from dvtool.iceberg.live_files import Deleted, DeletedBefore, LiveDataFile, LiveFiles, live_files
 from dvtool.iceberg.tables import open_iceberg
 from tests import iceberg_oracles
 from tests.cli_helpers import all_output, run
@@ -113,3 +116,45 @@ def test_compaction_in_batches_never_packs_its_own_output(tmp_path: Path) -> Non
     assert result["metrics"]["addedDataFiles"] == 3  # the new small files were not packed again
     assert len(live_files(open_iceberg(str(folder))).data) == 3
     assert _ids(folder) == list(range(120))
+
+
+def test_purge_in_batches_reads_each_files_deletes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch reads the deletes of the files it rewrites, not of every file left: a run in
+    batches reads each file's deletes once (planning each batch over every remaining
+    file's deletes made it quadratic in the number of files)."""
+    folder = tmp_path / "t"
+    _table(folder, 5)
+    dvtool.delete(folder, "id % 10 = 3")
+    loaded = _spy_on_loads(monkeypatch)
+    result = run_cli_json("optimize", folder, "--purge", "--batch-size", "2")
+    assert len(result["snapshot_ids"]) == 3 and result["metrics"]["rewrittenDataFiles"] == 5
+    assert len(loaded) == len(set(loaded)) == 5
+    assert _ids(folder) == [i for i in range(50) if i % 10 != 3]
+
+
+def test_compaction_in_batches_reads_each_files_deletes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "t"
+    _table(folder, 12)
+    dvtool.delete(folder, "id % 10 = 3")
+    loaded = _spy_on_loads(monkeypatch)
+    result = run_cli_json("optimize", folder, "--target-size", "3KB", "--batch-size", "1")
+    assert len(result["snapshot_ids"]) == 3 and result["metrics"]["rewrittenDataFiles"] == 12
+    assert len(loaded) == len(set(loaded)) == 12
+    assert _ids(folder) == [i for i in range(120) if i % 10 != 3]
+
+
+def _spy_on_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The data files whose deletes `DeletedBefore.load` reads from now on."""
+    loaded: list[str] = []
+    real = DeletedBefore.load
+
+    def spy(self: DeletedBefore, files: Sequence[LiveDataFile]) -> list[Deleted]:
+        loaded.extend(f.path for f in files)
+        return real(self, files)
+
+    monkeypatch.setattr(DeletedBefore, "load", spy)
+    return loaded
