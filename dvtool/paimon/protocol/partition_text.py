@@ -18,6 +18,11 @@ by the table option `partition.legacy-name` (default true):
   TIMESTAMP WITH LOCAL TIME ZONE is printed in the writing JVM's default time zone, which
   no file records (refused).
 
+Java 19 and later print a float or double as the shortest digits that read back as it
+(what dvtool prints); Java 18 and older print a few with a digit too many (1.0E23 as
+9.999999999999999E22), and which Java wrote a table is recorded nowhere: such a partition
+written on an old Java names a folder dvtool does not find (`--verify`: data files missing).
+
 A value whose text is empty or whitespace only (Java's `Character.isWhitespace`) names the
 `partition.default-name` folder, as a null does.
 """
