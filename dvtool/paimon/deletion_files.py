@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from dvtool.deletion_vectors.paimon import decode_paimon_dv
-from dvtool.errors import DeletionVectorError
+from dvtool.errors import DeletionVectorError, FileMissingError, StorageError
 from dvtool.io_pool import map_io
 from dvtool.paimon.protocol.table_files import LiveDataFile, TableFiles
 from dvtool.paimon.tables import PaimonTable
@@ -47,7 +47,16 @@ def _counted(f: LiveDataFile, cardinality: int | None) -> LiveDataFile:
 
 def _count(table: PaimonTable, path: str, files: list[LiveDataFile]) -> dict[int, int]:
     """The cardinality of each file's DV in the deletion file at `path`, by `id(file)`."""
-    data = table.storage.read(table.location_of(path))
+    try:
+        data = table.storage.read(table.location_of(path))
+    except FileMissingError:
+        raise
+    except StorageError as e:
+        raise StorageError(
+            f"cannot read the deletion file {path} to count the rows its DVs delete: {e.message}",
+            f"Check that the storage can read it; `dvtool inspect {table.location} --verify` "
+            "lists every deletion file it cannot read.",
+        ) from None
     out = {}
     for f in files:
         assert f.dv is not None

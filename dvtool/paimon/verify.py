@@ -2,7 +2,8 @@
 
 `verify_snapshot(table, snapshot, progress)` reads the snapshot's manifests leniently
 (`read_snapshot_files(strict=False)`), checks that their entries add up, then reads every
-live file in parallel (`map_io`): one stat and, for Parquet, the footer of each data file;
+live file in parallel (`map_io`): one stat and the row count of each data file (a Parquet or
+ORC footer, an Avro file's block headers: `data_file_rows`);
 each deletion file whole (they are small: one per bucket, rolled at
 `deletion-vector.index-file.target-size`, 2 MiB by default), decoding every DV it holds.
 Every problem is a `PaimonProblem(kind, message, data_file, deletion_file)`; no error
@@ -16,8 +17,9 @@ Problem kinds:
   `file-duplicate`: an ADD of a file already live (Paimon's commit refuses both);
   `index-delete-unmatched`: the same for the index manifest.
 - `data-file-missing`, `data-file-unreadable`, `data-file-size` (bytes differ from the
-  manifest's `_FILE_SIZE`), `data-file-row-count` (the Parquet footer's rows differ from
-  `_ROW_COUNT`; other file formats are checked for size only).
+  manifest's `_FILE_SIZE`), `data-file-row-count` (the rows a Parquet or ORC footer or
+  the Avro blocks count differ from `_ROW_COUNT`; other file formats are checked for size
+  only).
 - `deletion-file-missing`, `deletion-file-unreadable`, `deletion-file-size` (against the
   index manifest's `_FILE_SIZE`), `deletion-file-version` (the first byte is not 1),
   `deletion-file-row-count` (`_ROW_COUNT` is not the number of DVs listed).
@@ -59,6 +61,7 @@ from dvtool.errors import (
     exception_text,
 )
 from dvtool.io_pool import map_io
+from dvtool.paimon.data_file_rows import data_file_rows, file_format_of
 from dvtool.paimon.protocol.manifests import HASH_INDEX
 from dvtool.paimon.snapshot_files import DECODE_ERRORS, SnapshotFiles, read_snapshot_files
 
@@ -107,6 +110,8 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
     DvtoolError,
 )
 """What reading a missing or damaged file raises: each becomes a problem, never a traceback."""
+COUNT_ERRORS: tuple[type[BaseException], ...] = (*READ_ERRORS, ValueError)
+"""What counting a data file's rows raises besides (an Avro file's framing that does not hold)."""
 
 _DV_ERROR_KINDS: tuple[tuple[type[DeletionVectorError], str], ...] = (
     (DVRangeError, "dv-range"),
@@ -256,25 +261,24 @@ def _check_data_file(table: PaimonTable, f: LiveDataFile) -> list[PaimonProblem]
                 f"data file {f.path} has {info.size} bytes; the manifest says {f.meta.file_size}",
             )
         )
-    if f.meta.file_name.endswith(".parquet"):
-        found += _parquet_rows(table, location, f, problem)
+    found += _footer_rows(table, location, f, problem)
     return found
 
 
-def _parquet_rows(
+def _footer_rows(
     table: PaimonTable,
     location: str,
     f: LiveDataFile,
     problem: Callable[[str, str], PaimonProblem],
 ) -> list[PaimonProblem]:
-    import pyarrow.parquet as pq
-
+    """The rows the data file's own metadata counts (Parquet, ORC, Avro) against the
+    manifest's `_ROW_COUNT`."""
+    kind = file_format_of(f.meta.file_name)
     try:
-        with table.storage.open_parquet(location) as stream:
-            rows = pq.ParquetFile(stream).metadata.num_rows
-    except READ_ERRORS as e:
-        return [problem("unreadable", f"cannot read the Parquet footer of {f.path}: {_why(e)}")]
-    if rows == f.meta.row_count:
+        rows = data_file_rows(table.storage, location, f.meta.file_name)
+    except COUNT_ERRORS as e:
+        return [problem("unreadable", f"cannot count the rows of {kind} file {f.path}: {_why(e)}")]
+    if rows is None or rows == f.meta.row_count:
         return []
     return [
         problem(

@@ -240,18 +240,25 @@ def _hash_file(root: Path, session: JvmSession) -> Path:
     return root / "index" / name
 
 
-HASH_DAMAGES = ("hash-index-missing", "hash-index-size")
+HASH_DAMAGES = ("hash-index-missing", "hash-index-size", "hash-index-unreadable")
 """The kinds of `--verify` problems tested here (tests/reference/test_paimon_inspect.py
 counts them among the tested ones)."""
 
 
 @pytest.mark.parametrize("kind", HASH_DAMAGES)
 def test_verify_names_a_damaged_hash_index(
-    kind: str, paimon_index_tables: dict[str, Any], paimon_java: JvmSession, tmp_path: Path
+    kind: str,
+    paimon_index_tables: dict[str, Any],
+    paimon_java: JvmSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Readers do not need the hash index, so Paimon reads the rows all the same; its next
-    write does: without the file its bucket assigner fails."""
+    write does: without the file its bucket assigner fails. An unreadable one: the storage's
+    look-up of it fails (root stats any local file, so the failure is injected)."""
     import shutil
+
+    from dvtool.storage.table_storage import Storage
 
     entry = paimon_index_tables["pk_dynamic_bucket"]
     root = tmp_path / "pk_dynamic_bucket"
@@ -260,8 +267,17 @@ def test_verify_names_a_damaged_hash_index(
     target = _hash_file(root, paimon_java)
     if kind == "hash-index-missing":
         target.unlink()
-    else:
+    elif kind == "hash-index-size":
         target.write_bytes(target.read_bytes()[:-4])
+    else:
+        real = Storage.info
+
+        def refused(self: Storage, location: str) -> Any:
+            if location.endswith(target.name):
+                raise PermissionError(13, "Permission denied", location)
+            return real(self, location)
+
+        monkeypatch.setattr(Storage, "info", refused)
     problems = cli_json("inspect", root, "--verify", code=6)["verify"]["problems"]
     assert [p["kind"] for p in problems] == [kind] and target.name in problems[0]["message"]
     assert _rows(paimon_java, root) == entry["expected"]

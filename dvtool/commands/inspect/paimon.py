@@ -11,8 +11,11 @@ wherever Paimon's reads are defined by metadata.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.inspect.checks import CheckOutcome
@@ -164,8 +167,20 @@ def _file_entry(f: LiveDataFile) -> PaimonFileEntry:
 
 
 def _json_value(value: Any) -> Any:
-    """Partition values as JSON holds them (dates as ISO text)."""
-    return value if value is None or isinstance(value, (bool, int, str)) else str(value)
+    """Partition values as JSON holds them: numbers as numbers (a non-finite float, a
+    decimal as plain text: `-12.50`), binary as its UTF-8 text, dates, times and
+    timestamps as ISO text."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Decimal):
+        return f"{value:f}"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def history(table: PaimonTable, limit: int | None = None) -> list[PaimonSnapshotEntry]:

@@ -1,94 +1,54 @@
-"""Paimon partitions: the `BinaryRow` bytes manifests key files by, and the folder a
-partition's files live in, without any IO.
+"""Paimon partitions: the folder a partition's files live in, from the `BinaryRow` bytes
+manifests key files by, without any IO.
 
-A manifest's `_PARTITION` is a big-endian int32 field count followed by a `BinaryRow`
-(`manifest.md` "BinaryRow"): a null bitset after one header byte, padded to 8-byte words
-(`((arity + 63 + 8) // 64) * 8` bytes; field i's null bit is bit i + 8), then one 8-byte
-little-endian slot per field. A fixed-size value sits in its slot; a string of at most 7
-bytes too (the slot's top byte is 0x80 | length), a longer one elsewhere in the row (the
-slot holds its offset from the row's start in the high 32 bits and its length in the low).
-
-A partition's folder is `key=value/...` (Hive's style, `datafile.md`), values escaped as
+The row is decoded by `binary_row.decode_binary_row` (every type a partition column may
+have), each value turned into text as Paimon's Java writer does (`partition_text`:
+`partition.legacy-name` chooses Java's `toString` or a cast to STRING). A partition's
+folder is `key=value/...` (Hive's style, `datafile.md`), keys and values escaped as
 Paimon's `PartitionPathUtils` escapes them; a null or blank value is
-`partition.default-name` (`__DEFAULT_PARTITION__`). With `partition.legacy-name` (the
-default), a DATE value is written as its day number, as Paimon does for compatibility.
-Types dvtool does not decode (floating point, decimals, timestamps, binary, nested)
-raise UnsupportedFeatureError naming the column.
+`partition.default-name` (`__DEFAULT_PARTITION__`). Types whose folder Paimon names in a way
+no file records raise UnsupportedFeatureError naming the column and why.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from collections.abc import Sequence
 from typing import Any
 
-from dvtool.errors import LogError, UnsupportedFeatureError
-from dvtool.paimon.protocol.schema import DataField
+from dvtool.paimon.protocol.binary_row import PaimonType, decode_binary_row
+from dvtool.paimon.protocol.partition_text import is_blank, value_text
+
+__all__ = [
+    "DEFAULT_PARTITION",
+    "bucket_dir",
+    "decode_binary_row",
+    "escape_path_name",
+    "partition_path",
+    "partition_value_text",
+]
 
 DEFAULT_PARTITION = "__DEFAULT_PARTITION__"
-_INTEGERS = {"TINYINT": "<b", "SMALLINT": "<h", "INT": "<i", "INTEGER": "<i", "BIGINT": "<q"}
-_STRINGS = {"STRING", "VARCHAR", "CHAR"}
-_EPOCH = dt.date(1970, 1, 1)
 # Characters Paimon's PartitionPathUtils.escapePathName writes as %XX (Hive's, and `}`).
 _ESCAPED = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{}[]^"))
 
 
-def decode_binary_row(data: bytes, fields: Sequence[DataField]) -> tuple[Any, ...]:
-    """The values of a serialized partition row, one per field (None for nulls); LogError
-    when the bytes do not hold a row of these fields."""
-    if len(data) < 4:
-        raise LogError(f"a partition row of {len(data)} bytes has no field count")
-    (arity,) = struct.unpack_from(">i", data)
-    if arity != len(fields):
-        raise LogError(f"a partition row holds {arity} fields, the schema has {len(fields)}")
-    row = data[4:]
-    null_bytes = ((arity + 63 + 8) // 64) * 8
-    if len(row) < null_bytes + 8 * arity:
-        raise LogError(f"a partition row of {len(row)} bytes is too short for {arity} fields")
-    return tuple(_value(row, null_bytes, i, f) for i, f in enumerate(fields))
+def partition_value_text(
+    value: Any, legacy_name: bool = True, kind: PaimonType | None = None, column: str = "?"
+) -> str | None:
+    """A partition value as its folder name shows it (before escaping); None for null.
+    Without `kind`, the type is the value's: a string, integer, boolean or date."""
+    return value_text(value, kind or _type_of(value), legacy_name, column)
 
 
-def _value(row: bytes, null_bytes: int, i: int, field: DataField) -> Any:
-    bit = i + 8
-    if row[bit // 8] & (1 << (bit % 8)):
-        return None
-    slot = null_bytes + 8 * i
-    kind = field.base_type
-    if kind == "BOOLEAN":
-        return row[slot] != 0
-    if kind in _INTEGERS:
-        return struct.unpack_from(_INTEGERS[kind], row, slot)[0]
-    if kind == "DATE":
-        return _EPOCH + dt.timedelta(days=struct.unpack_from("<i", row, slot)[0])
-    if kind in _STRINGS:
-        return _string(row, slot).decode("utf-8", errors="replace")
-    raise UnsupportedFeatureError(
-        f"dvtool cannot read Paimon partition values of type {field.type} "
-        f"(partition column {field.name!r})"
-    )
-
-
-def _string(row: bytes, slot: int) -> bytes:
-    (word,) = struct.unpack_from("<Q", row, slot)
-    mark = word >> 56
-    if mark & 0x80:
-        return row[slot : slot + (mark & 0x7F)]
-    offset, length = word >> 32, word & 0xFFFFFFFF
-    if offset + length > len(row):
-        raise LogError("a partition string lies outside its row")
-    return row[offset : offset + length]
-
-
-def partition_value_text(value: Any, legacy_name: bool = True) -> str | None:
-    """A partition value as its folder name shows it (before escaping); None for null."""
-    if value is None:
-        return None
+def _type_of(value: Any) -> PaimonType:
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return PaimonType("BOOLEAN")
     if isinstance(value, dt.date):
-        return str((value - _EPOCH).days) if legacy_name else value.isoformat()
-    return str(value)
+        return PaimonType("DATE")
+    if isinstance(value, int):
+        return PaimonType("BIGINT")
+    return PaimonType("VARCHAR")
 
 
 def partition_path(
@@ -96,13 +56,16 @@ def partition_path(
     values: Sequence[Any],
     default_name: str = DEFAULT_PARTITION,
     legacy_name: bool = True,
+    types: Sequence[PaimonType] | None = None,
 ) -> str:
     """The folder of a partition relative to the table (`""` when unpartitioned), no
-    trailing slash: `dt=2024-05-14/region=eu`."""
+    trailing slash: `dt=2024-05-14/region=eu`; `types` are the columns' (default: each
+    value's own)."""
     parts = []
-    for key, value in zip(keys, values, strict=True):
-        text = partition_value_text(value, legacy_name)
-        if text is None or not text.strip():
+    kinds = types if types is not None else [None] * len(keys)
+    for key, value, kind in zip(keys, values, kinds, strict=True):
+        text = partition_value_text(value, legacy_name, kind, key)
+        if text is None or is_blank(text):
             text = default_name
         parts.append(f"{escape_path_name(key)}={escape_path_name(text)}")
     return "/".join(parts)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dvtool.paimon.protocol.binary_row import PaimonType
 from dvtool.paimon.protocol.manifests import (
     DELETION_VECTORS_INDEX,
     DataFileMeta,
@@ -119,6 +120,7 @@ class PartitionDecoder:
     def __init__(self, schema: TableSchema) -> None:
         self.keys = schema.partition_keys
         self.fields = schema.partition_fields()
+        self.types = [PaimonType.parse(f.type) for f in self.fields]
         self.default_name = schema.options.get(DEFAULT_PARTITION_NAME, DEFAULT_PARTITION)
         legacy = schema.options.get(LEGACY_PARTITION_NAME, "true").strip().lower()
         self.legacy_name = legacy != "false"
@@ -128,7 +130,9 @@ class PartitionDecoder:
         found = self._seen.get(data)
         if found is None:
             values = decode_binary_row(data, self.fields)
-            path = partition_path(self.keys, values, self.default_name, self.legacy_name)
+            path = partition_path(
+                self.keys, values, self.default_name, self.legacy_name, self.types
+            )
             found = Partition(dict(zip(self.keys, values, strict=True)), path)
             self._seen[data] = found
         return found
