@@ -8,12 +8,10 @@ plain pyarrow read of the data files that drops those positions and the delete r
 agrees; the expired table keeps one snapshot and reads the same despite an orphan file;
 and a copy of a table reads the same as the original.
 
-pypaimon (the Python reader) is not a test dependency: 2.1 pins pyarrow<20, polars<2 and
-fsspec<2026 and would downgrade ours (pyproject.toml), so there is no pypaimon check here.
-Tried by hand in a separate environment (pyarrow 19): pypaimon 2.1 reads `pk_dv`,
-`pk_dv_expired` and `append_dv` with their 32-bit DVs applied (the intended rows), and
-refuses `pk_dv_bitmap64`: "Invalid magic number: 3520280932, expected: 1581511376" (it reads
-the little-endian 64-bit magic as big-endian and knows only the 32-bit layout).
+pypaimon (the Python reader) runs in its own environment (tests/engines/pypaimon_env.py: 2.1
+pins pyarrow<20, polars<2 and fsspec<2026): tests/reference/test_pypaimon_oracle.py reads
+these tables with it (it refuses `pk_dv_bitmap64`: "Invalid magic number: 3520280932,
+expected: 1581511376" — it knows only the 32-bit layout).
 """
 
 from __future__ import annotations
