@@ -13,20 +13,44 @@ which on the driver):
 - `FileSystemIO`: a catalog table's files through the pyarrow filesystems pyiceberg's own
   `PyArrowFileIO` builds from the catalog's properties (credentials it vended included), one
   per scheme and bucket, pickled by pyarrow; locations parsed as `PyArrowFileIO` parses them.
+
+`read_errors` turns the errors of reading a table's files (through any of these, or a
+catalog's FileIO) into dvtool's.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
+from dvtool.errors import DataFileError, DvtoolError, FileMissingError, StorageError
 from dvtool.storage.arrow_storage import ArrowStorage
+
+
+@contextmanager
+def read_errors(location: str) -> Iterator[None]:
+    """pyiceberg's and pyarrow's IO errors as dvtool's (missing file, storage, damage):
+    a catalog's FileIO raises Python's; dvtool's own FileIO raises dvtool's already."""
+    try:
+        yield
+    except DvtoolError:
+        raise
+    except FileNotFoundError:
+        raise FileMissingError(location) from None
+    except pa.ArrowInvalid as e:
+        raise DataFileError(f"{location} is not a readable Parquet file: {e}") from None
+    except EOFError:
+        raise DataFileError(f"{location} is truncated") from None
+    except OSError as e:
+        raise StorageError(f"reading {location} failed: {e}") from None
 
 
 class StorageOutputStream(io.BytesIO):
@@ -146,4 +170,4 @@ class FileSystemIO:
         return (FileSystemIO, (self.filesystems,))
 
 
-__all__ = ["FileSystemIO", "StorageOutputStream", "StoreIO", "parse_location"]
+__all__ = ["FileSystemIO", "StorageOutputStream", "StoreIO", "parse_location", "read_errors"]

@@ -50,6 +50,7 @@ from pyroaring import BitMap64
 from dvtool.data_files.reading import parquet_file
 from dvtool.errors import DataFileError, UnsupportedFeatureError
 from dvtool.iceberg.column_plan import ColumnPlan
+from dvtool.iceberg.data_file_io import read_errors
 from dvtool.iceberg.deleted_rows import count_below
 from dvtool.iceberg.file_projection import ColumnPlanner, unsupported_types
 from dvtool.iceberg.parquet_output import data_file_of, writer_spec
@@ -61,7 +62,6 @@ from dvtool.iceberg.rewrite_executor import (
     NewFile,
     SourcePlan,
     check_row_count,
-    read_errors,
     write_file,
 )
 

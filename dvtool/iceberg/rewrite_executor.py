@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +41,9 @@ import pyarrow.parquet as pq
 from dvtool.arrays import arrow_values
 from dvtool.data_files.reading import parquet_file
 from dvtool.deletion_vectors import roaring
-from dvtool.errors import DataFileError, DvtoolError, FileMissingError, StorageError
+from dvtool.errors import DataFileError
 from dvtool.iceberg.column_plan import ColumnPlan, project
+from dvtool.iceberg.data_file_io import read_errors
 from dvtool.storage.failures import backend_errors
 
 ROW_ID_NAME = "_row_id"
@@ -129,24 +129,6 @@ class NewFile:
     footer: bytes
     nan_counts: Mapping[int, int]
     probed: tuple[tuple[tuple[Any, ...], ...], ...]
-
-
-@contextmanager
-def read_errors(location: str) -> Iterator[None]:
-    """pyiceberg's and pyarrow's IO errors as dvtool's (missing file, storage, damage):
-    a catalog's FileIO raises Python's; dvtool's own FileIO raises dvtool's already."""
-    try:
-        yield
-    except DvtoolError:
-        raise
-    except FileNotFoundError:
-        raise FileMissingError(location) from None
-    except pa.ArrowInvalid as e:
-        raise DataFileError(f"{location} is not a readable Parquet file: {e}") from None
-    except EOFError:
-        raise DataFileError(f"{location} is truncated") from None
-    except OSError as e:
-        raise StorageError(f"reading {location} failed: {e}") from None
 
 
 class CountingStream:
@@ -420,7 +402,6 @@ __all__ = [
     "WriterSpec",
     "check_row_count",
     "probe_values",
-    "read_errors",
     "source_batches",
     "write_file",
 ]

@@ -10,6 +10,7 @@ pyroaring or fsspec (a stock executor's), the shipped job writes the same file.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.io.fsspec import FsspecFileIO
 from pyiceberg.manifest import DataFile
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
@@ -27,7 +29,7 @@ from pyroaring import BitMap64
 from dvtool.errors import StorageError
 from dvtool.iceberg.data_file_io import FileSystemIO, StoreIO
 from dvtool.iceberg.data_file_rewrite import RewriteSource
-from dvtool.iceberg.rewrite_job import plan_rewrites, rewrite_job
+from dvtool.iceberg.rewrite_job import PyicebergIO, plan_rewrites, portable_io, rewrite_job
 from dvtool.iceberg.tables import IcebergTable
 from tests.iceberg.commit_tables import new_path_table, new_sql_table
 from tests.iceberg.rewrite_files import data_file, field
@@ -179,3 +181,28 @@ def test_shipped_jobs_run_without_pyiceberg_or_pyroaring(tmp_path: Path) -> None
         assert pq.read_table(there.file_path).equals(pq.read_table(here.file_path))
         for name in METRICS:
             assert getattr(here, name) == getattr(there, name), name
+
+
+def test_metrics_from_the_shipped_footer_are_those_of_the_file(tmp_path: Path) -> None:
+    """The footer a job returns gives the metrics the written file's own footer gives."""
+    table = new_path_table(str(tmp_path / "t"), 3)
+    source = _source(tmp_path / "t" / "data", 3)
+    bins = [(str(tmp_path / "t" / "data" / "out.parquet"), 0, Record(), [source])]
+    planner, (planned,) = plan_rewrites(table.io, table.metadata, bins)
+    new = rewrite_job(planner, [planned.plan])(planned.plan)
+    on_disk = pa.BufferOutputStream()
+    pq.read_metadata(new.location).write_metadata_file(on_disk)
+    from_disk = dataclasses.replace(new, footer=on_disk.getvalue().to_pybytes())
+    shipped, read = (planner.data_file(planned, n) for n in (new, from_disk))
+    for name in METRICS:
+        assert getattr(shipped, name) == getattr(read, name), name
+
+
+def test_a_file_io_pyarrow_cannot_open_travels_as_its_class() -> None:
+    """A catalog FileIO with files pyarrow has no filesystem for (memory://, through
+    fsspec) is pickled as its class and properties, which need pyiceberg to open."""
+    io = FsspecFileIO({"k": "v"})
+    portable = portable_io(io, ["memory://bucket/t/data/a.parquet"])
+    assert isinstance(portable, PyicebergIO)
+    again = pickle.loads(pickle.dumps(portable))
+    assert type(again) is FsspecFileIO and again.properties == {"k": "v"}
