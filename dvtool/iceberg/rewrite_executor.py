@@ -4,8 +4,9 @@ Every Iceberg data file rewrite (MERGE, compaction, copy-on-write delete) writes
 here, in the driver's process (the arrow engine) or on Spark executors, whose stock Python
 has pyarrow, pandas and numpy and none of pyiceberg, pyroaring or fsspec. So this module
 imports pyarrow, numpy, the standard library and dvtool's stock-safe modules only
-(tests/engines/test_executor_imports.py checks it), and everything that needs pyiceberg is
-decided on the driver (`dvtool.iceberg.data_file_rewrite.plan_file`) and arrives as plain data:
+(tests/iceberg/test_rewrite_job.py runs it where the others cannot be imported), and all
+that needs pyiceberg is decided on the driver (`dvtool.iceberg.data_file_rewrite.FilePlanner`)
+and arrives as plain data:
 
 - `WriterSpec` (one per table and job): the output's arrow schema (Iceberg field ids in
   `PARQUET:field_id`, names as Iceberg Java writes them), the table's Parquet settings and
