@@ -15,6 +15,12 @@ cluster, and on another copy with `--engine arrow`; the tables must then hold th
 results must agree. A corrupt data file must fail a Spark rewrite with one line carrying the
 executor's own pyarrow error.
 
+Iceberg: a v3 table (DVs, row lineage) is purged on the standalone cluster and gets a
+copy-on-write delete (a Spark scan and a Spark rewrite) on the Connect server, whose executors
+have no pyiceberg or pyroaring; pyiceberg, DuckDB and polars must read the rows computed in
+the test, every row keep its `_row_id` and sequence number, and the new files' manifest
+metrics and sequence numbers be those of the arrow engine on another copy.
+
 On the standalone cluster, dvtool also runs as users embed it: a PySpark application's own
 session calls `dvtool.delete` and `dvtool.optimize(purge=True)` (and goes on using the session),
 and `spark-submit` runs dvtool/spark_submit.py on spark-submit's application; both must leave
