@@ -48,10 +48,11 @@ __all__ = [
 INT96_UNIT = "us"
 
 
-def parquet_file(source: Any) -> pq.ParquetFile:
+def parquet_file(source: Any, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
     """`source` (a path or a seekable file) as a `ParquetFile` whose INT96 timestamps read
-    as microseconds (module docstring); the one way dvtool opens a data file."""
-    return pq.ParquetFile(source, coerce_int96_timestamp_unit=INT96_UNIT)
+    as microseconds (module docstring); the one way dvtool opens a data file. `metadata`:
+    its footer, already read (not read again)."""
+    return pq.ParquetFile(source, metadata=metadata, coerce_int96_timestamp_unit=INT96_UNIT)
 
 
 def footer_row_count(storage: DataFileStorage, location: str) -> int:

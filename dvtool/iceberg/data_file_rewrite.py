@@ -8,6 +8,13 @@ leaves out its `drop` positions, reads the rest onto the table's current schema 
 (`dvtool.iceberg.file_projection`: exact, never a changed value) and writes them into one
 new file (`dvtool.iceberg.parquet_output`: as Iceberg writers write it, with the metrics
 readers prune with). Memory stays bounded: one input row group and one output row group.
+
+The work is split where Spark splits it (`dvtool.iceberg.rewrite_job`): `FilePlanner`, on the
+driver, reads each source's footer and resolves with pyiceberg everything the write needs
+into a plain `FilePlan` (the projection by field id, the writer settings, the positions to
+drop, row lineage); `dvtool.iceberg.rewrite_executor.write_file`, which needs pyarrow and
+numpy only, writes the file from it - here, on the arrow engine's threads or on Spark
+executors; `FilePlanner.data_file` turns its footer into the `DataFile` and its metrics.
 The rows keep their order (no sort by the table's sort order: the file claims none, id 0).
 In v3, columns of type `unknown` are not stored (spec). `new_data_location` names a new
 file where the table's location provider puts its partition's files.
@@ -29,40 +36,34 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import pyarrow_to_schema
-from pyiceberg.schema import Schema, index_by_id, prune_columns
+from pyiceberg.schema import Schema, index_by_id
 from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import (
-    ListType,
-    LongType,
-    MapType,
-    NestedField,
-    StructType,
-    UnknownType,
-)
+from pyiceberg.types import LongType, NestedField, StructType, UnknownType
 from pyroaring import BitMap64
 
-from dvtool.arrays import arrow_values
 from dvtool.data_files.reading import parquet_file
-from dvtool.deletion_vectors.codec import bitmap_rows
 from dvtool.errors import DataFileError, UnsupportedFeatureError
-from dvtool.iceberg.deleted_rows import count_below, read_errors
-from dvtool.iceberg.file_projection import ExactProjection, project_batch, unsupported_types
-from dvtool.iceberg.parquet_output import (
-    CountingStream,
-    DataFileWriter,
-    ParquetSettings,
-    statistics_plan,
-)
+from dvtool.iceberg.column_plan import ColumnPlan
+from dvtool.iceberg.data_file_io import read_errors
+from dvtool.iceberg.deleted_rows import count_below
+from dvtool.iceberg.file_projection import ColumnPlanner, unsupported_types
+from dvtool.iceberg.parquet_output import data_file_of, writer_spec
 from dvtool.iceberg.partition_check import PartitionCheck
-from dvtool.storage.failures import backend_errors
+from dvtool.iceberg.rewrite_executor import (
+    ROW_ID_NAME,
+    SEQUENCE_NAME,
+    FilePlan,
+    NewFile,
+    SourcePlan,
+    check_row_count,
+    write_file,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -72,19 +73,18 @@ if TYPE_CHECKING:
 
 ROW_ID = NestedField(
     2147483540,
-    "_row_id",
+    ROW_ID_NAME,
     LongType(),
     required=False,
     doc="Implicit row ID that is automatically assigned",
 )
 LAST_UPDATED_SEQUENCE_NUMBER = NestedField(
     2147483539,
-    "_last_updated_sequence_number",
+    SEQUENCE_NAME,
     LongType(),
     required=False,
     doc="Sequence number when the row was last updated",
 )
-_BATCH_ROWS = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -184,37 +184,95 @@ def rewrite_data_files(
 ) -> DataFile | None:
     """Write the rows `sources` keep, in order, as one new Parquet data file at `location`
     (which must not exist) and return its `DataFile` (content DATA, `spec_id`, `partition`,
-    metrics); None, writing nothing, when no row remains."""
+    metrics); None, writing nothing, when no row remains. The file is planned here and
+    written by `dvtool.iceberg.rewrite_executor`, as on Spark executors."""
     if sum(source.remaining_rows for source in sources) == 0:
         return None
-    schema = write_schema(metadata)
-    _check_writable(metadata, schema, sources)
-    settings = ParquetSettings.of(metadata.properties)
-    statistics_plan(schema, metadata.properties)  # a malformed property: before any file
-    check = PartitionCheck(metadata, schema, spec_id, partition)
-    with backend_errors(location, "create", missing=False):
-        stream = CountingStream(io.new_output(location).create(overwrite=False))
-    writer: DataFileWriter | None = None
+    planner = FilePlanner(io, metadata)
+    planned = planner.plan(sources, location, spec_id=spec_id, partition=partition)
+    new = write_file(io, planner.spec, planned.plan)
     try:
-        with backend_errors(location, "write", missing=False):
-            writer = DataFileWriter(stream, schema, metadata.properties, settings)
-            for source in (s for s in sources if s.remaining_rows):
-                batches = source_batches(io, metadata, source, schema, writer.arrow_schema)
-                checked = check.applies_to(source.data_file.spec_id, source.data_file.partition)
-                for batch in batches:
-                    if checked:
-                        check.check(batch, source.data_file.file_path)
-                    writer.write(batch)
-            return writer.finish(location, spec_id=spec_id, partition=partition)
+        return planner.data_file(planned, new)
     except BaseException:
-        if writer is not None:
-            writer.abort()
-        else:
-            with contextlib.suppress(Exception):
-                stream.close()
         with contextlib.suppress(Exception):
             io.delete(location)
         raise
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """A new file's plan (`FilePlan`, plain data), its spec and partition, and the check of
+    the rows of its sources of other partitions (`PartitionCheck`, on the driver)."""
+
+    plan: FilePlan
+    spec_id: int
+    partition: Record
+    check: PartitionCheck
+
+
+class FilePlanner:
+    """The driver's side of a table's data file rewrites: every file's plan
+    (`dvtool.iceberg.rewrite_executor`), then the `DataFile` of what was written."""
+
+    def __init__(self, io: FileIO, metadata: TableMetadata) -> None:
+        self.io = io
+        self.metadata = metadata
+        self.schema = write_schema(metadata)
+        self.spec = writer_spec(
+            self.schema, metadata.properties, lineage=metadata.format_version >= 3
+        )
+
+    def plan(
+        self, sources: Sequence[RewriteSource], location: str, *, spec_id: int, partition: Record
+    ) -> PlannedFile:
+        """The plan of one new file at `location` of the rows `sources` keep (each source's
+        footer read here); refuses what dvtool cannot write back as it is."""
+        _check_writable(self.metadata, self.schema, sources)
+        check = PartitionCheck(self.metadata, self.schema, spec_id, partition)
+        plans = tuple(self._source(source, check) for source in sources if source.remaining_rows)
+        return PlannedFile(FilePlan(location, plans), spec_id, partition, check)
+
+    def _source(self, source: RewriteSource, check: PartitionCheck) -> SourcePlan:
+        record = source.data_file
+        path = record.file_path
+        with read_errors(path), self.io.new_input(path).open(seekable=True) as stream:
+            parquet = parquet_file(stream)
+            footer, arrow = parquet.metadata, parquet.schema_arrow
+        check_row_count(path, footer.num_rows, int(record.record_count))
+        checked = check.applies_to(record.spec_id, record.partition)
+        return SourcePlan(
+            path=path,
+            record_count=int(record.record_count),
+            drop=source.drop.serialize() if source.drop else b"",
+            columns=self._columns(source, arrow, path),
+            data_sequence_number=source.data_sequence_number,
+            first_row_id=source.first_row_id,
+            probes=check.probes() if checked else (),
+            footer=footer,
+        )
+
+    def _columns(self, source: RewriteSource, arrow: pa.Schema, path: str) -> ColumnPlan:
+        """How the file's columns become the write schema's (`file_projection`)."""
+        metadata = self.metadata
+        file_schema = _file_schema(arrow, metadata, path)
+        constants = _identity_partition_values(source.data_file, metadata, self.schema, file_schema)
+        planner = ColumnPlanner(file_schema, self.schema, path, metadata.format_version, constants)
+        return planner.plan(self.spec.schema)
+
+    def data_file(self, planned: PlannedFile, new: NewFile) -> DataFile:
+        """The `DataFile` of a file written by `planned`: its metrics from its footer; a
+        `WriteRefusedError` when a row of a source of another partition does not belong in
+        the file's (the caller deletes it)."""
+        for source, probed in zip(planned.plan.sources, new.probed, strict=True):
+            if source.probes:
+                planned.check.check_values(probed, source.path)
+        return data_file_of(
+            new,
+            self.schema,
+            self.metadata.properties,
+            spec_id=planned.spec_id,
+            partition=planned.partition,
+        )
 
 
 def _check_writable(
@@ -242,50 +300,6 @@ def _check_writable(
             )
         if record.key_metadata is not None:
             raise UnsupportedFeatureError(f"{record.file_path} is encrypted (key_metadata)")
-
-
-def source_batches(
-    io: FileIO, metadata: TableMetadata, source: RewriteSource, target: Schema, out: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    """The rows of `source` not in its `drop`, in order, as record batches of `out` (the
-    arrow schema of `target`), with their row lineage filled in (module docstring)."""
-    path = source.data_file.file_path
-    drop = bitmap_rows(source.drop)
-    with read_errors(path), io.new_input(path).open(seekable=True) as stream:
-        parquet = parquet_file(stream)
-        _check_row_count(parquet.metadata.num_rows, source)
-        file_schema = _file_schema(parquet.schema_arrow, metadata, path)
-        wanted = {
-            i for i in target.field_ids if not isinstance(target.find_type(i), (ListType, MapType))
-        }
-        columns = [
-            c.name for c in prune_columns(file_schema, wanted, select_full_types=False).columns
-        ]
-        constants = _identity_partition_values(source.data_file, metadata, target, file_schema)
-        projection = ExactProjection(file_schema, target, path, metadata.format_version, constants)
-        start = 0
-        for raw in _batches(parquet, columns):
-            keep = _keep_mask(drop, start, raw.num_rows)
-            first, start = start, start + raw.num_rows
-            selected = raw if keep is None else raw.filter(arrow_values.from_numpy(keep))
-            if selected.num_rows == 0:
-                continue
-            batch = project_batch(selected, projection, target, out)
-            if metadata.format_version >= 3:
-                positions = np.arange(raw.num_rows) if keep is None else np.flatnonzero(keep)
-                batch = _with_lineage(batch, source, positions + first)
-            yield batch
-
-
-def _check_row_count(rows: int, source: RewriteSource) -> None:
-    """A file whose footer and manifest entry disagree on its rows has positions no delete
-    can be trusted for: never rewritten."""
-    if rows != source.data_file.record_count:
-        raise DataFileError(
-            f"{source.data_file.file_path} holds {rows} rows, its manifest entry says "
-            f"{source.data_file.record_count}",
-            hint="The table is damaged: `dvtool inspect TABLE --verify` lists such files.",
-        )
 
 
 def _file_schema(arrow_schema: pa.Schema, metadata: TableMetadata, path: str) -> Schema:
@@ -320,56 +334,13 @@ def _identity_partition_values(
     return values
 
 
-def _batches(parquet: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The file's record batches of `columns`, read one row group at a time (pyarrow's
-    reader over a whole file holds all of it); a file with none of the columns gives
-    batches of no columns with its row counts."""
-    for index in range(parquet.metadata.num_row_groups):
-        if not columns:
-            rows = parquet.metadata.row_group(index).num_rows
-            yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
-            continue
-        yield from parquet.iter_batches(
-            batch_size=_BATCH_ROWS, row_groups=[index], columns=columns, use_threads=True
-        )
-
-
-def _keep_mask(drop: np.ndarray, start: int, count: int) -> np.ndarray | None:
-    """Which rows of a batch of the file's rows start..start+count-1 `drop` (sorted
-    positions) keeps, as a boolean mask; None when it keeps them all."""
-    lo, hi = np.searchsorted(drop, [start, start + count])
-    if lo == hi:
-        return None
-    mask = np.ones(count, dtype=np.bool_)
-    mask[(drop[lo:hi] - np.uint64(start)).astype(np.int64)] = False
-    return mask
-
-
-def _with_lineage(
-    batch: pa.RecordBatch, source: RewriteSource, positions: np.ndarray
-) -> pa.RecordBatch:
-    """`batch` with each row's `_row_id` and `_last_updated_sequence_number`: the file's
-    value, else the inherited one (`first_row_id + position`, the data sequence number)."""
-    if source.first_row_id is None:
-        return batch
-    names = batch.schema.names
-    arrays = list(batch.columns)
-    row_id = names.index(ROW_ID.name)
-    sequence = names.index(LAST_UPDATED_SEQUENCE_NUMBER.name)
-    inherited = arrow_values.from_numpy(positions.astype(np.int64) + source.first_row_id)
-    arrays[row_id] = pc.coalesce(arrays[row_id], inherited)
-    arrays[sequence] = pc.coalesce(
-        arrays[sequence], arrow_values.scalar(source.data_sequence_number, pa.int64())
-    )
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
-
-
 __all__ = [
     "LAST_UPDATED_SEQUENCE_NUMBER",
     "ROW_ID",
+    "FilePlanner",
+    "PlannedFile",
     "RewriteSource",
     "new_data_location",
     "rewrite_data_files",
-    "source_batches",
     "write_schema",
 ]

@@ -19,12 +19,12 @@ same rows would hold), never as a table of all deletes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap64
 
-from dvtool.errors import DataFileError, DvtoolError, FileMissingError, StorageError
+from dvtool.errors import DataFileError
+from dvtool.iceberg.data_file_io import read_errors
 from dvtool.iceberg.delete_index import AppliedDeletes, DataFileEntry, DeleteFileEntry
 
 if TYPE_CHECKING:
@@ -35,26 +35,6 @@ POS = "pos"
 _BATCH_ROWS = 64 * 1024
 
 Applied = Sequence[tuple[DataFileEntry, AppliedDeletes]]
-
-
-@contextmanager
-def read_errors(location: str) -> Iterator[None]:
-    """pyiceberg's and pyarrow's IO errors as dvtool's (missing file, storage, damage):
-    a catalog's FileIO raises Python's; dvtool's own FileIO raises dvtool's already."""
-    import pyarrow as pa
-
-    try:
-        yield
-    except DvtoolError:
-        raise
-    except FileNotFoundError:
-        raise FileMissingError(location) from None
-    except pa.ArrowInvalid as e:
-        raise DataFileError(f"{location} is not a readable Parquet file: {e}") from None
-    except EOFError:
-        raise DataFileError(f"{location} is truncated") from None
-    except OSError as e:
-        raise StorageError(f"reading {location} failed: {e}") from None
 
 
 def open_parquet(io: FileIO, location: str) -> Any:

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from pyroaring import BitMap64
 
 from dvtool.errors import UsageError
+from dvtool.iceberg.data_file_io import read_errors
 from dvtool.iceberg.delete_index import AppliedDeletes, DataFileEntry, DeleteFileEntry
-from dvtool.iceberg.deleted_rows import open_parquet, read_errors
+from dvtool.iceberg.deleted_rows import open_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa

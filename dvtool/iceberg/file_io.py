@@ -15,8 +15,9 @@ writes are uniquely named, and the one file whose creation must be atomic, a pat
 next `vN.metadata.json`, is created with `Storage.put_if_absent` by the commit
 (`dvtool.iceberg.path_commit`), not through this FileIO.
 
-The same FileIO over `ArrowStorage` (pyarrow's filesystems, the same storage options) reads
-and writes data files where a rewrite runs on Spark executors (`dvtool.iceberg.rewrite_job`).
+On Spark executors, a rewrite reaches the data files through `dvtool.iceberg.data_file_io`
+instead (`StoreIO`: `ArrowStorage`, pyarrow's filesystems with the same storage options, and
+no pyiceberg).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
+
+from dvtool.iceberg.data_file_io import StorageOutputStream
 
 if TYPE_CHECKING:
     # The driver's `Storage`, or on Spark executors (no fsspec there) pyarrow's filesystems
@@ -57,29 +60,6 @@ class StorageInputFile(InputFile):
             return io.BytesIO(self._storage.read(self.location))
         stream: InputStream = self._storage.open_parquet(self.location)
         return stream
-
-
-class StorageOutputStream(io.BytesIO):
-    """The bytes of one new file, written to `Storage` whole when closed (not when the
-    writer fails: leaving the `with` block on an error publishes nothing)."""
-
-    def __init__(self, storage: FileStore, location: str) -> None:
-        super().__init__()
-        self._storage = storage
-        self._location = location
-        self._failed = False
-
-    def __exit__(self, *exc: object) -> None:
-        self._failed = exc[0] is not None
-        self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        data = self.getvalue()
-        super().close()
-        if not self._failed:
-            self._storage.write(self._location, data)
 
 
 class StorageOutputFile(OutputFile):

@@ -16,9 +16,12 @@ spec reads it ("Column Projection", "Schema Evolution") and nothing else:
   date beyond `timestamp_ns`) is an `UnrepresentableValueError` naming the file and the
   column, never a truncated or wrapped value; another type is a `DataFileError`.
 
-pyiceberg's projection visitor does the walking; `ExactProjection` replaces its casts (which
-truncate nanoseconds and accept promotions the spec does not, e.g. a decimal's scale) and its
-list and map rebuilding (which turns a null list of structs or a null map into an empty one).
+`ColumnPlanner` decides all of it on the driver, from the file's Parquet schema and the
+table's, as pyiceberg's projection visitor would walk them, with exact casts (pyiceberg's
+truncate nanoseconds and accept promotions the spec does not, e.g. a decimal's scale) and
+null lists and maps kept null (pyiceberg turns a null list of structs or a null map into an
+empty one). Its plan (`dvtool.iceberg.column_plan`) is plain data that executors apply with
+pyarrow alone.
 INT96 timestamps are read as microseconds (`dvtool.data_files.reading.parquet_file`): the
 value Iceberg readers give them; never through nanoseconds, whose range wraps.
 """
@@ -29,14 +32,8 @@ import builtins
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import ResolveError
-from pyiceberg.io.pyarrow import (
-    ArrowAccessor,
-    ArrowProjectionVisitor,
-    ParquetFormatModel,
-    schema_to_pyarrow,
-)
-from pyiceberg.schema import Schema, index_by_id, visit_with_partner
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema, index_by_id, prune_columns
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -52,6 +49,7 @@ from pyiceberg.types import (
     MapType,
     NestedField,
     StringType,
+    StructType,
     TimestampNanoType,
     TimestampType,
     TimestamptzNanoType,
@@ -61,9 +59,19 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from dvtool.errors import DataFileError, UnrepresentableValueError
+from dvtool.errors import DataFileError
+from dvtool.iceberg.column_plan import UNREADABLE as _UNREADABLE
+from dvtool.iceberg.column_plan import (
+    Cast,
+    Column,
+    ColumnPlan,
+    Constant,
+    List,
+    Map,
+    Node,
+    Struct,
+)
 
-_UNREADABLE = "Iceberg readers cannot read this file either: repair or remove it."
 _TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
 _BYTES = (StringType, BinaryType)
 
@@ -126,9 +134,11 @@ def _small(typ: pa.DataType) -> pa.DataType:
     return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(typ, typ)
 
 
-class ExactProjection(ArrowProjectionVisitor):
-    """pyiceberg's projection of a file's batch onto a schema, with exact casts and null
-    lists and maps kept null (module docstring). `location` names the file in errors."""
+class ColumnPlanner:
+    """Plans the projection of one data file onto `target` (module docstring): the nodes
+    `dvtool.iceberg.column_plan` applies to its batches. `file_schema` is the file's Iceberg
+    schema, `out` the arrow schema of `target` as written, `constants` the identity
+    partition values of the columns the file lacks; `location` names the file in errors."""
 
     def __init__(
         self,
@@ -138,100 +148,98 @@ class ExactProjection(ArrowProjectionVisitor):
         format_version: int,
         constants: dict[int, Any],
     ) -> None:
-        super().__init__(
-            file_schema,
-            include_field_ids=True,
-            projected_missing_fields=constants,
-            format_model=ParquetFormatModel(),
-        )
+        self._file_schema = file_schema
+        self._file_ids = set(index_by_id(file_schema))
         self._target = target
         self._location = location
         self._format_version = format_version
+        self._constants = constants
+
+    def plan(self, out: pa.Schema) -> ColumnPlan:
+        """The file's plan: the top-level columns to read and a node per field of `target`."""
+        wanted = {
+            i
+            for i in self._target.field_ids
+            if not isinstance(self._target.find_type(i), (ListType, MapType))
+        }
+        pruned = prune_columns(self._file_schema, wanted, select_full_types=False)
+        nodes = tuple(
+            self._node(field, out.field(index)) for index, field in enumerate(self._target.fields)
+        )
+        return ColumnPlan(tuple(c.name for c in pruned.columns), nodes, out)
 
     def _column(self, field: NestedField) -> str:
         name = self._target.find_column_name(field.field_id) or field.name
         return f"column {name} (field id {field.field_id})"
 
-    def _cast_if_needed(self, field: NestedField, values: pa.Array) -> pa.Array:
-        """`values` (the file's column) as the arrow type of the table's `field`, or an
-        error: never a changed value."""
-        if not field.field_type.is_primitive:
-            return values
+    def _node(self, field: NestedField, out: pa.Field) -> Node:
+        """The node of `field` (its arrow field as written: `out`)."""
+        if field.field_id not in self._file_ids:
+            return self._missing(field, out)
+        name = self._file_schema.find_field(field.field_id).name
+        return self._present(field, out, name)
+
+    def _missing(self, field: NestedField, out: pa.Field) -> Node:
+        """A field the file lacks: its identity partition value, initial default or null."""
+        if not field.optional and field.initial_default is None:
+            raise DataFileError(
+                f"{self._location}: Field is required, and could not be found in the file: {field}",
+                hint=_UNREADABLE,
+            )
+        value = self._constants.get(field.field_id)
+        if value is None:
+            value = field.initial_default
+        return Constant(out, None if value is None else pa.scalar(value, type=out.type))
+
+    def _present(self, field: NestedField, out: pa.Field, name: str) -> Node:
+        """A field the file holds (under `name`), its children planned against the file's."""
+        typ = field.field_type
         file_type = self._file_schema.find_field(field.field_id).field_type
+        if typ.is_primitive:
+            return Column(out, name, self._cast(field, file_type))
+        if isinstance(typ, StructType) and isinstance(file_type, StructType):
+            children = tuple(
+                self._node(child, out.type.field(i)) for i, child in enumerate(typ.fields)
+            )
+            return Struct(out, name, children)
+        if isinstance(typ, ListType) and isinstance(file_type, ListType):
+            element = self._inner(typ.element_field, file_type.element_field, out.type.value_field)
+            return List(out, name, element)
+        if isinstance(typ, MapType) and isinstance(file_type, MapType):
+            key = self._inner(typ.key_field, file_type.key_field, out.type.key_field)
+            value = self._inner(typ.value_field, file_type.value_field, out.type.item_field)
+            return Map(out, name, key, value)
+        raise DataFileError(
+            f"{self._location}: {self._column(field)} is {file_type} in the file, which "
+            f"is not the table's type {typ}",
+            hint=_UNREADABLE,
+        )
+
+    def _inner(self, field: NestedField, file_field: NestedField, out: pa.Field) -> Node:
+        """A list's element or a map's key or value: read from the flattened values."""
+        if field.field_id != file_field.field_id:
+            raise DataFileError(
+                f"{self._location}: {self._column(field)} is field id {file_field.field_id} "
+                "in the file",
+                hint=_UNREADABLE,
+            )
+        return self._present(field, out, "")
+
+    def _cast(self, field: NestedField, file_type: IcebergType) -> Cast:
+        """How the file's primitive column becomes the table's type, or an error: never a
+        changed value."""
         if not readable_as(file_type, field.field_type, self._format_version):
             raise DataFileError(
                 f"{self._location}: {self._column(field)} is {file_type} in the file, which "
                 f"is not the table's type {field.field_type} nor promotes to it",
                 hint=_UNREADABLE,
             )
-        target = arrow_type(field.field_type)
-        if values.type == target:
-            return values
-        if isinstance(file_type, UnknownType):
-            return pa.nulls(len(values), target)
-        try:
-            return values.cast(target, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise UnrepresentableValueError(
-                f"{self._location}: {self._column(field)} holds a value the table's type "
-                f"{field.field_type} cannot hold exactly ({values.type}): {e}",
-                hint="dvtool rewrites a file only when every value is kept exactly.",
-            ) from None
-
-    def list(
-        self, list_type: ListType, list_array: pa.Array | None, value_array: pa.Array | None
-    ) -> pa.Array | None:
-        """The list rebuilt around its projected elements, its null lists kept null."""
-        if not isinstance(list_array, (pa.ListArray, pa.LargeListArray)) or value_array is None:
-            return None
-        values = self._cast_if_needed(list_type.element_field, value_array)
-        element = self._construct_field(list_type.element_field, values.type)
-        return pa.ListArray.from_arrays(
-            list_array.offsets.cast(pa.int32()),
-            values,
-            type=pa.list_(element),
-            mask=list_array.is_null() if list_array.null_count else None,
+        return Cast(
+            arrow_type(field.field_type),
+            isinstance(file_type, UnknownType),
+            self._column(field),
+            str(field.field_type),
         )
-
-    def map(
-        self,
-        map_type: MapType,
-        map_array: pa.Array | None,
-        key_result: pa.Array | None,
-        value_result: pa.Array | None,
-    ) -> pa.Array | None:
-        """The map rebuilt around its projected keys and values, its null maps kept null."""
-        if not isinstance(map_array, pa.MapArray) or key_result is None or value_result is None:
-            return None
-        keys = self._cast_if_needed(map_type.key_field, key_result)
-        items = self._cast_if_needed(map_type.value_field, value_result)
-        typ = pa.map_(
-            self._construct_field(map_type.key_field, keys.type),
-            self._construct_field(map_type.value_field, items.type),
-        )
-        return pa.MapArray.from_arrays(
-            map_array.offsets,
-            keys,
-            items,
-            type=typ,
-            mask=map_array.is_null() if map_array.null_count else None,
-        )
-
-
-def project_batch(
-    batch: pa.RecordBatch, projection: ExactProjection, target: Schema, out: pa.Schema
-) -> pa.RecordBatch:
-    """`batch` (columns of a data file) as `out`, the arrow schema of `target`; a required
-    column the file lacks (without a default) or holds nulls in is a `DataFileError`."""
-    location = projection._location
-    try:
-        accessor = ArrowAccessor(projection._file_schema)
-        struct = visit_with_partner(target, batch, projection, accessor)
-        return pa.RecordBatch.from_struct_array(struct).cast(out)
-    except ResolveError as e:
-        raise DataFileError(f"{location}: {e}", hint=_UNREADABLE) from None
-    except ValueError as e:  # arrow: nulls cast to a non-nullable (required) field
-        raise DataFileError(f"{location}: {e} (a required column)", hint=_UNREADABLE) from None
 
 
 def unsupported_types(schema: Schema) -> builtins.list[str]:

@@ -1,4 +1,9 @@
-"""Writing one Iceberg Parquet data file as Iceberg writers write it, a row group at a time.
+"""How dvtool writes Iceberg Parquet data files as Iceberg writers write them, and their metrics.
+
+What needs pyiceberg is here, on the driver: `writer_spec` resolves the table's schema and
+properties into the plain `WriterSpec` that `dvtool.iceberg.rewrite_executor` writes a file
+with (pyarrow only, in this process or on Spark executors), and `data_file_of` turns the
+footer that comes back into the file's `DataFile` and metrics:
 
 - the file's schema: the write schema with `PARQUET:field_id` on every field, nested too,
   names made Avro-compatible as Iceberg Java's Parquet writer makes them
@@ -25,7 +30,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import struct
@@ -34,9 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyiceberg.io import OutputStream
 from pyiceberg.io.pyarrow import (
     MetricModeTypes,
     MetricsMode,
@@ -59,6 +61,7 @@ from pyiceberg.types import (
 
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 from dvtool.iceberg.file_projection import arrow_schema
+from dvtool.iceberg.rewrite_executor import NewFile, WriterSpec
 
 _MIB = 1024 * 1024
 # The rows are not sorted by the table's sort order: the file claims the unsorted order (id 0,
@@ -235,145 +238,73 @@ def raw_bounds(
     )
 
 
-class CountingStream:
-    """The file-like object pyarrow writes to: `OutputStream.write`, with the bytes
-    counted (the file's size) and one close of the stream (which finishes an upload)."""
-
-    def __init__(self, stream: OutputStream) -> None:
-        self._stream = stream
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        """Write `data` (bytes or a buffer pyarrow hands over) to the stream."""
-        size = memoryview(data).nbytes
-        self._stream.write(data)
-        self.size += size
-        return size
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        """Nothing: the stream is flushed when closed."""
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._stream.close()
+def writer_spec(schema: Schema, properties: Mapping[str, str], *, lineage: bool) -> WriterSpec:
+    """How files of `schema` are written under the table's `properties` (module docstring),
+    as plain data for `dvtool.iceberg.rewrite_executor`; a malformed property is refused
+    here, before any file. `lineage`: the schema ends with the row lineage columns (v3)."""
+    settings = ParquetSettings.of(properties)
+    plan = statistics_plan(schema, properties)
+    file_schema = sanitize_column_names(schema)
+    nan_columns = tuple(
+        (index, field.field_id)
+        for index, field in enumerate(schema.fields)
+        if isinstance(field.field_type, (FloatType, DoubleType))
+        and plan[field.field_id].mode.type != MetricModeTypes.NONE
+    )
+    return WriterSpec(
+        schema=arrow_schema(file_schema),
+        compression=settings.compression,
+        compression_level=settings.compression_level,
+        page_size=settings.page_size,
+        page_rows=settings.page_rows,
+        dictionary_size=settings.dictionary_size,
+        row_group_bytes=settings.row_group_bytes,
+        row_group_rows=settings.row_group_rows,
+        bloom_filters=bloom_filters(properties, schema, file_schema, settings),
+        iceberg_schema=schema.model_dump_json(),
+        nan_columns=nan_columns,
+        lineage=lineage,
+    )
 
 
-class DataFileWriter:
-    """One Parquet data file of `schema` written to `stream` a row group at a time; `finish`
-    closes it and returns its `DataFile`."""
-
-    def __init__(
-        self,
-        stream: CountingStream,
-        schema: Schema,
-        properties: Mapping[str, str],
-        settings: ParquetSettings,
-    ) -> None:
-        self.schema = schema
-        self._file_schema = sanitize_column_names(schema)
-        self.arrow_schema = arrow_schema(self._file_schema)
-        self._properties = dict(properties)
-        self._settings = settings
-        self._stream = stream
-        self._plan = statistics_plan(schema, properties)
-        self._nan_columns = self._nan_counted_columns()
-        self._nans = dict.fromkeys(self._nan_columns.values(), 0)
-        self._pending: list[pa.RecordBatch] = []
-        self._rows = 0
-        self._bytes = 0
-        self._writer = pq.ParquetWriter(
-            stream,
-            self.arrow_schema,
-            compression=settings.compression,
-            compression_level=settings.compression_level,
-            data_page_size=settings.page_size,
-            max_rows_per_page=settings.page_rows,
-            dictionary_pagesize_limit=settings.dictionary_size,
-            store_decimal_as_integer=True,
-            store_schema=False,
-            bloom_filter_options=bloom_filters(properties, schema, self._file_schema, settings)
-            or None,
-        )
-
-    def _nan_counted_columns(self) -> dict[int, int]:
-        """Top-level float and double columns whose metrics are kept: position -> field id."""
-        return {
-            index: field.field_id
-            for index, field in enumerate(self.schema.fields)
-            if isinstance(field.field_type, (FloatType, DoubleType))
-            and self._plan[field.field_id].mode.type != MetricModeTypes.NONE
-        }
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Add `batch` (of `arrow_schema`) to the file, writing every row group that fills."""
-        for index, field_id in self._nan_columns.items():
-            self._nans[field_id] += pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
-        while batch.num_rows:
-            room = self._settings.row_group_rows - self._rows
-            head, batch = batch.slice(0, room), batch.slice(room)
-            self._pending.append(head)
-            self._rows += head.num_rows
-            self._bytes += head.nbytes
-            full = self._rows >= self._settings.row_group_rows
-            if full or self._bytes >= self._settings.row_group_bytes:
-                self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            table = pa.Table.from_batches(self._pending, schema=self.arrow_schema)
-            self._writer.write_table(table, row_group_size=max(self._rows, 1))
-        self._pending, self._rows, self._bytes = [], 0, 0
-
-    def finish(self, location: str, *, spec_id: int, partition: Record) -> DataFile:
-        """Close the file (the last row group, the footer, the stream) and describe it."""
-        self._flush()
-        self._writer.add_key_value_metadata({"iceberg.schema": self.schema.model_dump_json()})
-        self._writer.close()
-        self._stream.close()
-        footer = self._writer.writer.metadata
-        mapping = parquet_path_to_id_mapping(self._file_schema)
-        raw = raw_bound_columns(self._plan)
-        stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=footer,
-            stats_columns={i: _counts_only(c) if i in raw else c for i, c in self._plan.items()},
-            parquet_column_mapping=mapping,
-        )
-        fields = stats.to_serialized_dict()
-        fields["nan_value_counts"] = dict(self._nans)
-        lower, upper = raw_bounds(footer, mapping, raw)
-        fields["lower_bounds"] = {**(fields.get("lower_bounds") or {}), **lower}
-        fields["upper_bounds"] = {**(fields.get("upper_bounds") or {}), **upper}
-        data_file = DataFile.from_args(
-            _table_format_version=3,
-            content=DataFileContent.DATA,
-            file_path=location,
-            file_format=FileFormat.PARQUET,
-            partition=partition,
-            file_size_in_bytes=self._stream.size,
-            sort_order_id=UNSORTED_ORDER_ID,
-            spec_id=spec_id,
-            equality_ids=None,
-            key_metadata=None,
-            first_row_id=None,
-            **fields,
-        )
-        data_file.spec_id = spec_id
-        return data_file
-
-    def abort(self) -> None:
-        """Stop writing after a failure: the writer and the stream closed, errors ignored
-        (the caller removes the partial file)."""
-        for close in (self._writer.close, self._stream.close):
-            with contextlib.suppress(Exception):  # the first failure is the one reported
-                close()
+def data_file_of(
+    new: NewFile,
+    schema: Schema,
+    properties: Mapping[str, str],
+    *,
+    spec_id: int,
+    partition: Record,
+) -> DataFile:
+    """The `DataFile` of a new file of `schema` (content DATA, `spec_id`, `partition`) with
+    the metrics Iceberg readers prune with, computed from its footer by pyiceberg (module
+    docstring), as for a file written in this process."""
+    footer = pq.read_metadata(pa.BufferReader(new.footer))
+    plan = statistics_plan(schema, properties)
+    mapping = parquet_path_to_id_mapping(sanitize_column_names(schema))
+    raw = raw_bound_columns(plan)
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns={i: _counts_only(c) if i in raw else c for i, c in plan.items()},
+        parquet_column_mapping=mapping,
+    )
+    fields = stats.to_serialized_dict()
+    fields["nan_value_counts"] = dict(new.nan_counts)
+    lower, upper = raw_bounds(footer, mapping, raw)
+    fields["lower_bounds"] = {**(fields.get("lower_bounds") or {}), **lower}
+    fields["upper_bounds"] = {**(fields.get("upper_bounds") or {}), **upper}
+    data_file = DataFile.from_args(
+        _table_format_version=3,
+        content=DataFileContent.DATA,
+        file_path=new.location,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        file_size_in_bytes=new.file_size,
+        sort_order_id=UNSORTED_ORDER_ID,
+        spec_id=spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        first_row_id=None,
+        **fields,
+    )
+    data_file.spec_id = spec_id
+    return data_file

@@ -5,9 +5,11 @@ is lost to every query that filters on the partition, so a rewrite never writes 
 rows of a source in the new file's own spec and partition belong there already (a purge,
 a copy-on-write delete, a compaction within one partition); a source of another spec or
 partition (a compaction across a spec change) has its rows' partition values computed
-under the new file's spec and compared with the file's (pyiceberg's transforms, on each
-batch's distinct values - only its least and greatest for the order-preserving transforms:
-identity, truncate, year, month, day, hour).
+under the new file's spec and compared with the file's (pyiceberg's transforms, on the
+source's distinct values - only its least and greatest for the order-preserving transforms:
+identity, truncate, year, month, day, hour). The values are gathered where the rows are
+written (`Probe`, `dvtool.iceberg.rewrite_executor`: pyarrow only) and checked on the driver,
+before the new file is committed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.transforms import (
     BucketTransform,
     IdentityTransform,
@@ -40,6 +41,7 @@ from pyiceberg.types import (
 
 from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
 from dvtool.iceberg.delete_index import partition_key
+from dvtool.iceberg.rewrite_executor import Probe, probe_values
 
 if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionField
@@ -103,12 +105,23 @@ class PartitionCheck:
         )
         return not same
 
+    def probes(self) -> tuple[Probe, ...]:
+        """What the rewrite reports of a source's rows for `check_values`: per partition
+        field, its source column and how its values decide (module docstring)."""
+        return tuple(
+            Probe(c.path, _AS_INTEGERS.get(type(c.source_type)), _ordered(c)) for c in self._checks
+        )
+
     def check(self, batch: pa.RecordBatch, location: str) -> None:
         """Refuse `batch` (rows of the data file at `location`, in the new file's columns)
         if a row's partition is not the new file's."""
-        for check in self._checks:
-            column = _column(batch, check.path)
-            for value in _distinct(column, check):
+        self.check_values([probe_values(batch, p) for p in self.probes()], location)
+
+    def check_values(self, values: Sequence[Sequence[Any]], location: str) -> None:
+        """Refuse the rows of the data file at `location` whose probed values (`probes`,
+        in order) are `values` if a row's partition is not the new file's."""
+        for check, probed in zip(self._checks, values, strict=True):
+            for value in probed:
                 got = None if value is None else check.transform(value)
                 if partition_key(0, [got]) != partition_key(0, [check.expected]):
                     raise WriteRefusedError(
@@ -132,26 +145,10 @@ def _positions(accessor: Accessor) -> tuple[int, ...]:
     return tuple(positions)
 
 
-def _column(batch: pa.RecordBatch, path: tuple[int, ...]) -> pa.Array:
-    """The column at `path` (struct positions), null where a parent struct is null."""
-    column = batch.column(path[0])
-    return pc.struct_field(column, list(path[1:])) if len(path) > 1 else column
-
-
-def _distinct(column: pa.Array, check: _FieldCheck) -> list[Any]:
-    """The values of `column` whose partition decides the batch's: all distinct ones, or
-    for an order-preserving transform the least and the greatest (and null if any)."""
-    integers = _AS_INTEGERS.get(type(check.source_type))
-    if integers is not None:
-        column = column.cast(integers)
+def _ordered(check: _FieldCheck) -> bool:
+    """Whether the least and the greatest values decide the partition of all: an
+    order-preserving transform of a column that is not a float."""
     transform = check.field.transform
     floats = isinstance(check.source_type, (FloatType, DoubleType))
     ordered = isinstance(transform, (IdentityTransform, TruncateTransform, TimeTransform))
-    if ordered and not floats and not isinstance(transform, BucketTransform):
-        try:
-            bounds = pc.min_max(column).as_py()
-        except pa.ArrowNotImplementedError:  # no order for the type (uuid): every value
-            return list(pc.unique(column).to_pylist())
-        values = [v for v in (bounds["min"], bounds["max"]) if v is not None]
-        return values + ([None] if column.null_count else [])
-    return list(pc.unique(column).to_pylist())
+    return ordered and not floats and not isinstance(transform, BucketTransform)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 PACKAGES = ("pyarrow", "pandas", "numpy")
 # What the executors must not have: dvtool itself and its dependencies beyond PACKAGES.
-FORBIDDEN = ("dvtool", "pyroaring", "sqlglot", "fsspec", "click", "rich")
+FORBIDDEN = ("dvtool", "pyroaring", "pyiceberg", "sqlglot", "fsspec", "click", "rich")
 MARKER = ".dvtool-stock-complete"
 REPO = Path(__file__).resolve().parents[2]
 PIP_OPTIONS = ("--disable-pip-version-check", "--only-binary", ":all:")

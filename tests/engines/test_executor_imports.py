@@ -43,7 +43,17 @@ from dvtool.errors import UsageError
 from tests.engines.spark_cluster import table_scan
 
 REPO = Path(__file__).resolve().parents[2]
-BLOCKED = ("pyroaring", "sqlglot", "rich", "click", "fsspec", "s3fs", "pyspark", "dvtool.cli")
+BLOCKED = (
+    "pyroaring",
+    "pyiceberg",
+    "sqlglot",
+    "rich",
+    "click",
+    "fsspec",
+    "s3fs",
+    "pyspark",
+    "dvtool.cli",
+)
 
 # Runs in the child: block the packages, then call the task functions on the inputs.
 CHILD = textwrap.dedent(

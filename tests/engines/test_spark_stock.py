@@ -15,6 +15,12 @@ cluster, and on another copy with `--engine arrow`; the tables must then hold th
 results must agree. A corrupt data file must fail a Spark rewrite with one line carrying the
 executor's own pyarrow error.
 
+Iceberg: a v3 table (DVs, row lineage) is purged on the standalone cluster and gets a
+copy-on-write delete (a Spark scan and a Spark rewrite) on the Connect server, whose executors
+have no pyiceberg or pyroaring; pyiceberg, DuckDB and polars must read the rows computed in
+the test, every row keep its `_row_id` and sequence number, and the new files' manifest
+metrics and sequence numbers be those of the arrow engine on another copy.
+
 On the standalone cluster, dvtool also runs as users embed it: a PySpark application's own
 session calls `dvtool.delete` and `dvtool.optimize(purge=True)` (and goes on using the session),
 and `spark-submit` runs dvtool/spark_submit.py on spark-submit's application; both must leave
@@ -414,3 +420,121 @@ def test_spark_submit_runs_the_cli_on_the_cluster(
     assert deleted["metrics"] == arrow_deleted["metrics"]
     assert sorted(f[1:] for f in deleted["files"]) == sorted(f[1:] for f in arrow_deleted["files"])
     assert read_rows(copy) == expected_rows
+
+
+# -- Iceberg tables ---------------------------------------------------------------------------
+
+# Each Iceberg operation once: a purge on the standalone cluster (rewrite only) and a
+# copy-on-write delete on the Connect server (scan and rewrite: both job kinds there).
+ICEBERG_OPERATIONS = {
+    "purge": ["optimize", "--purge"],
+    "cow-delete": ["delete", "--where", "id % 5 = 0 AND cat IS NOT NULL", "--mode", "cow"],
+}
+ICEBERG_COMBINATIONS = [("standalone", "purge"), ("connect", "cow-delete")]
+ICEBERG_FILES = 2
+ICEBERG_ROWS = 150  # per file
+
+
+def _iceberg_cat(i: int) -> str | None:
+    return [None, "a", "b"][i % 3]
+
+
+def _iceberg_table(path: Path) -> None:
+    """A v3 path table of two appended files of 150 rows (ids 0..299 in order, so each
+    row's `_row_id` is its id and its `_last_updated_sequence_number` its file's append,
+    1 or 2), then DVs on `id % 7 = 0` from an arrow-engine delete. Iceberg tables hold
+    absolute paths: each test builds its own (in a second, in this process)."""
+    from dvtool.commands.delete.command import DeleteRequest
+    from dvtool.commands.delete.iceberg import run_delete_iceberg, scan_storage
+    from dvtool.engines.arrow import ArrowEngine
+    from dvtool.iceberg.snapshot_producer import AddedFile, SnapshotChanges, produce_snapshot
+    from dvtool.iceberg.tables import open_iceberg
+    from tests.iceberg.snapshot_commits import commit_locally, new_table, parquet_data_file
+
+    table = new_table(path, 3)
+    for n in range(ICEBERG_FILES):
+        ids = range(n * ICEBERG_ROWS, (n + 1) * ICEBERG_ROWS)
+        added = parquet_data_file(
+            table, f"f{n}.parquet", [{"id": i, "cat": _iceberg_cat(i)} for i in ids]
+        )
+        changes = SnapshotChanges("append", added=(AddedFile(added),))
+        table = commit_locally(table, produce_snapshot(table, table.io, changes))
+    request = DeleteRequest("id % 7 = 0", "dv")
+    run_delete_iceberg(table, request, scan_storage(table, {}), engine=ArrowEngine())
+    assert open_iceberg(str(path)).metadata.current_snapshot() is not None
+
+
+def _iceberg_expected(operation: str) -> list[dict[str, Any]]:
+    """The rows the table holds after `operation`, computed here."""
+    ids = [i for i in range(ICEBERG_FILES * ICEBERG_ROWS) if i % 7]
+    if operation == "cow-delete":
+        ids = [i for i in ids if not (i % 5 == 0 and _iceberg_cat(i) is not None)]
+    return [{"id": i, "cat": _iceberg_cat(i)} for i in ids]
+
+
+def _iceberg_files(path: Path) -> list[dict[str, Any]]:
+    """The live data files of the table's current snapshot: manifest fields (metrics
+    included, path as a name) and their rows' `(id, _row_id, _last_updated_sequence_number)`
+    read with pyarrow; no delete file may remain (every file was rewritten)."""
+    import pyarrow.parquet as pq
+
+    from dvtool.iceberg.live_files import live_files
+    from dvtool.iceberg.tables import open_iceberg
+
+    live = live_files(open_iceberg(str(path)))
+    assert not live.deletes, "delete files remain after the rewrite"
+    files = []
+    for data in live.data:
+        record = data.record
+        columns = ["id", "_row_id", "_last_updated_sequence_number"]
+        rows = pq.read_table(record.file_path, columns=columns).to_pylist()
+        metrics = {
+            name: getattr(record, name)
+            for name in ("record_count", "column_sizes", "value_counts", "null_value_counts")
+        } | {name: getattr(record, name) for name in ("lower_bounds", "upper_bounds")}
+        files.append(
+            {"metrics": metrics, "rows": rows, "sequence": data.entry.data_sequence_number}
+        )
+    return sorted(files, key=lambda f: f["rows"][0]["id"])
+
+
+def _untimed(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Metrics without their durations."""
+    return {k: v for k, v in metrics.items() if not k.endswith("TimeMs")}
+
+
+@pytest.mark.parametrize(("cluster", "operation"), ICEBERG_COMBINATIONS, indirect=["cluster"])
+def test_iceberg_same_result_as_arrow(cluster: Server, operation: str, tmp_path: Path) -> None:
+    """An Iceberg v3 table's purge or copy-on-write delete on the stock cluster (executors
+    without pyiceberg or pyroaring) leaves the rows pyiceberg, DuckDB and polars read as
+    computed here, each row its own `_row_id` and sequence number, and the very files and
+    metrics the arrow engine writes."""
+    from dvtool.iceberg.tables import open_iceberg
+    from tests.iceberg_oracles import duckdb_rows, polars_rows, pyiceberg_rows
+
+    spark, arrow = tmp_path / "spark" / "t", tmp_path / "arrow" / "t"
+    for path in (spark, arrow):
+        _iceberg_table(path)
+    args = ICEBERG_OPERATIONS[operation]
+    expected_out = _check_ok(
+        run_dvtool([args[0], str(arrow), *args[1:], "--json", "--engine", "arrow"])
+    )
+    work = spark_work(cluster)
+    out = run_on(cluster, args, spark)
+    assert out.get("engine", "spark") == "spark", out
+    assert spark_work(cluster) > work, "the Spark engine ran no work on the cluster"
+    assert _untimed(out["metrics"]) == _untimed(expected_out["metrics"])
+    metadata = open_iceberg(str(spark)).metadata_location
+    expected = _iceberg_expected(operation)
+    for read in (pyiceberg_rows, duckdb_rows, polars_rows):
+        assert read(metadata) == expected, read.__name__
+    files = _iceberg_files(spark)
+    arrow_files = _iceberg_files(arrow)
+    assert [f["metrics"] for f in files] == [f["metrics"] for f in arrow_files]
+    assert [f["sequence"] for f in files] == [f["sequence"] for f in arrow_files]
+    lineage = [
+        (r["id"], r["_row_id"], r["_last_updated_sequence_number"])
+        for f in files
+        for r in f["rows"]
+    ]
+    assert lineage == [(r["id"], r["id"], 1 + r["id"] // ICEBERG_ROWS) for r in expected]

@@ -48,7 +48,7 @@ from pyiceberg.types import (
 )
 from pyroaring import BitMap64
 
-import dvtool.iceberg.data_file_rewrite as rewrite_module
+import dvtool.iceberg.rewrite_executor as rewrite_module
 from dvtool.errors import (
     DataFileError,
     FileMissingError,

@@ -42,8 +42,8 @@ from pyroaring import BitMap64
 
 from dvtool.errors import DataFileError, UnrepresentableValueError, WriteRefusedError
 from dvtool.iceberg.data_file_rewrite import RewriteSource, rewrite_data_files
-from dvtool.iceberg.parquet_output import DataFileWriter
 from dvtool.iceberg.partition_check import PartitionCheck
+from dvtool.iceberg.rewrite_executor import ParquetOutput
 from tests.iceberg.rewrite_files import data_file, field, field_ids, read_file, sql_catalog
 
 
@@ -391,18 +391,18 @@ def test_memory_does_not_grow_with_the_file(
     properties = {"write.parquet.row-group-size-bytes": str(1 << 20)}
     table = catalog.create_table("ns.t", schema, properties=properties)
     peak = [0]
-    write, flush = DataFileWriter.write, DataFileWriter._flush
+    write, flush = ParquetOutput.write, ParquetOutput._flush
 
-    def written(self: DataFileWriter, batch: pa.RecordBatch) -> None:
+    def written(self: ParquetOutput, batch: pa.RecordBatch) -> None:
         peak[0] = max(peak[0], pa.total_allocated_bytes())
         write(self, batch)
 
-    def flushed(self: DataFileWriter) -> None:
+    def flushed(self: ParquetOutput) -> None:
         flush(self)
         peak[0] = max(peak[0], pa.total_allocated_bytes())
 
-    monkeypatch.setattr(DataFileWriter, "write", written)
-    monkeypatch.setattr(DataFileWriter, "_flush", flushed)
+    monkeypatch.setattr(ParquetOutput, "write", written)
+    monkeypatch.setattr(ParquetOutput, "_flush", flushed)
     peaks = []
     for rows in (200_000, 800_000):
         ids = pa.array(range(rows), pa.int64())

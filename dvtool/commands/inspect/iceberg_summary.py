@@ -67,7 +67,8 @@ def snapshot_deletes(
     table: IcebergTable, snapshot: Snapshot | None, count_rows: bool
 ) -> SnapshotDeletes:
     """Read the snapshot's manifests and count the rows its deletes delete."""
-    from dvtool.iceberg.deleted_rows import exact_position_deletes, read_errors
+    from dvtool.iceberg.data_file_io import read_errors
+    from dvtool.iceberg.deleted_rows import exact_position_deletes
     from dvtool.iceberg.snapshot_files import live_files, unpartitioned_specs
 
     if snapshot is None:
@@ -288,7 +289,7 @@ def puffin_use(table: IcebergTable, figures: SnapshotDeletes) -> tuple[PuffinUse
 def puffin_blobs(table: IcebergTable, path: str, size: int) -> list[tuple[int, int]]:
     """(offset, length) of every blob in a Puffin file's footer."""
     from dvtool.deletion_vectors.puffin import FOOTER_TRAILER, footer_length, parse_footer
-    from dvtool.iceberg.deleted_rows import read_errors
+    from dvtool.iceberg.data_file_io import read_errors
 
     with read_errors(path), table.io.new_input(path).open(seekable=True) as stream:
         stream.seek(size - FOOTER_TRAILER)

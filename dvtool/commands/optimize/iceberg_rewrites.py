@@ -15,7 +15,8 @@ The two `dvtool optimize` operations that rewrite data files (Iceberg Spark's
   sequence number (Java's `use-starting-sequence-number`, its default).
 
 The new files are written by an engine (`write_rewrites`: arrow in this process, or Spark's
-executors with `--engine spark`), each by `rewrite_data_files`; dvtool commits them here.
+executors with `--engine spark`), each planned here and written from its plain plan
+(`dvtool.iceberg.rewrite_job`); dvtool commits them here.
 In both, the rows a rewritten file's deletes remove are left out, and the delete files that
 apply to no remaining data file are removed in the same snapshot (`unused_deletes`): the
 DVs and file-scoped position deletes of rewritten files, partition position deletes and
@@ -50,7 +51,7 @@ from dvtool.iceberg.data_file_rewrite import RewriteSource, new_data_location
 from dvtool.iceberg.delete_index import DeleteContent, DeleteFileEntry
 from dvtool.iceberg.deleted_rows import count_below
 from dvtool.iceberg.live_files import Deleted, DeletedBefore, LiveDataFile
-from dvtool.iceberg.rewrite_job import RewriteJob, data_file_of, rewrite_task
+from dvtool.iceberg.rewrite_job import plan_rewrites, rewrite_job
 from dvtool.iceberg.row_deletes import EntryKey
 from dvtool.iceberg.snapshot_files import first_row_id
 from dvtool.iceberg.snapshot_producer import AddedFile, SnapshotChanges
@@ -226,23 +227,24 @@ def write_rewrites(
     arrow); the snapshot's changes.
 
     Each bin's new location is chosen and recorded in `written` here, before the engine
-    writes (so a failure deletes them all); the engine runs `rewrite_data_files` per bin
-    (`dvtool.iceberg.rewrite_job`: in this process, or on Spark's executors)."""
+    writes (so a failure deletes them all); each bin's file is planned here and written by
+    the engine (`dvtool.iceberg.rewrite_job`: in this process, or on Spark's executors)."""
     from dvtool.engines.arrow import ArrowEngine
 
     metadata = table.metadata
     bins = [b for b in plan.bins if b.remaining_rows]
-    tasks = []
+    work = []
     for rewrite in bins:
         location = new_data_location(metadata, spec_id=rewrite.spec_id, partition=rewrite.partition)
         sources = [_source(i, metadata.format_version) for i in rewrite.inputs]
-        tasks.append(rewrite_task(location, rewrite.spec_id, rewrite.partition, sources))
-    written.add(task.location for task in tasks)
-    outputs = (engine or ArrowEngine()).run_writes(RewriteJob(written.io, metadata), tasks)
+        work.append((location, rewrite.spec_id, rewrite.partition, sources))
+    written.add(location for location, *_ in work)
+    planner, planned = plan_rewrites(written.io, metadata, work)
+    job = rewrite_job(planner, [p.plan for p in planned])
+    outputs = (engine or ArrowEngine()).run_writes(job, [p.plan for p in planned])
     added = [
-        AddedFile(data_file_of(fields), rewrite.sequence_number)
-        for rewrite, fields in zip(bins, outputs, strict=True)
-        if fields is not None
+        AddedFile(planner.data_file(p, new), rewrite.sequence_number)
+        for rewrite, p, new in zip(bins, planned, outputs, strict=True)
     ]
     return SnapshotChanges(operation, tuple(added), frozenset(plan.removed()))
 

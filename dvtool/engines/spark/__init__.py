@@ -23,9 +23,9 @@ and must not pay for, or need the dependencies of, the driver side):
 
 Executors run dvtool code. The engine ships dvtool's own pure-Python package to every
 session it uses (`shipping`), so the executors need no dvtool installed, only the
-dependencies of its executor code (pyarrow, numpy; an Iceberg table's rewrites, which run
-`dvtool.iceberg.data_file_rewrite` there through `run_writes`, also pyiceberg and pyroaring)
-in the Python PySpark starts for them:
+dependencies of its executor code (pyarrow and numpy, for Delta and Iceberg tables alike:
+an Iceberg table's rewrites run `dvtool.iceberg.rewrite_executor` there through
+`run_writes`, from plans the driver made with pyiceberg) in the Python PySpark starts for them:
 PYSPARK_PYTHON or `spark.pyspark.python` (for `local` masters dvtool picks this
 interpreter). The storage options (`--storage-option`) reach the executors with the table
 root in the function's closure, and the executors need the credentials the storage backend

@@ -4,8 +4,9 @@ The functions the engine hands to `mapInArrow` and `mapPartitions` (`collect_mat
 `write_task`, `write_bins`) are pickled by reference: executors import this module and call
 them with plain Arrow batches or Python rows. So it imports no pyspark at all, and as little
 else as it can; its imports are listed one by one so that the executors' dependencies stay
-visible (scans: pyarrow and numpy; rewrites: also pyroaring, dvtool's storage layer and
-`write_bin`, which a later step moves to pyarrow and numpy alone).
+visible (scans: pyarrow and numpy; rewrites: dvtool's storage layer over pyarrow's
+filesystems and `write_bin`; a format's own writes: what their pickled function imports,
+for Iceberg `dvtool.iceberg.rewrite_executor`, pyarrow and numpy alone).
 Importing it runs the package's `__init__` first, which imports the driver-side modules
 too (none of them imports pyspark when imported). Each exchange is defined here on both
 sides: the helper columns a scan hands the tasks, and the rows of a rewrite's bins
@@ -32,8 +33,9 @@ raises the error (message from the worker, on one line).
 
 A format's own writes (`Engine.run_writes`: Iceberg's data file rewrites). The function and
 each item travel pickled (`bytes`), and the executor unpickles them inside the task
-(`run_writes_task`), so that what it lacks to run them (e.g. pyiceberg, which Iceberg
-rewrites import) comes back as the task's error, not as a failed job. A task returns one
+(`run_writes_task`), so that what it lacks to run them (e.g. pyiceberg, which a catalog
+FileIO pyarrow has no filesystem for needs) comes back as the task's error, not as a failed
+job. A task returns one
 row per item: its pickled result or the error that stopped it (`_WRITES_SCHEMA`; the
 driver raises the first error once every task finished, `write_results`). The files are
 the caller's to delete: it recorded them before the job.
