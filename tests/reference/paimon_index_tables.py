@@ -31,14 +31,20 @@ hand: `python -m tests.reference.paimon_index_tables OUT_DIR`.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, builder_main
-from tests.reference.paimon_tables import BATCHES, DB, TableSpec, expected_rows
+from tests.reference.paimon_tables import (
+    BATCHES,
+    DB,
+    JAVA_CREATE_TABLE,
+    TableSpec,
+    expected_rows,
+    write_manifest,
+)
 
 
 @dataclass(frozen=True)
@@ -90,22 +96,9 @@ SPECS = (
 )
 
 # Runs in the engine's process: create table args["name"], commit each batch, tag, expire.
-WRITE = """
-P = jvm.org.apache.paimon
-opts = P.options.Options()
-opts.set("warehouse", args["warehouse"])
-catalog = P.catalog.CatalogFactory.createCatalog(P.catalog.CatalogContext.create(opts))
-catalog.createDatabase(args["db"], True)
-DT = P.types.DataTypes
-b = P.schema.Schema.newBuilder()
-b.column("id", DT.INT().notNull()).column("part", DT.STRING().notNull()).column("v", DT.STRING())
-b.primaryKey(args["primary_keys"]).partitionKeys(args["partition_keys"])
-for key, value in args["options"].items():
-    b.option(key, value)
-ident = P.catalog.Identifier.create(args["db"], args["name"])
-catalog.createTable(ident, b.build(), False)
-table = catalog.getTable(ident)
-kinds = {"+I": P.types.RowKind.INSERT, "-D": P.types.RowKind.DELETE}
+WRITE = (
+    JAVA_CREATE_TABLE
+    + """
 dynamic = args["options"].get("bucket") == "-1"
 for n, batch in enumerate(args["batches"], start=1):
     builder = P.table.sink.BatchWriteBuilderImpl(table)
@@ -147,6 +140,7 @@ if args["retain_snapshots"]:
     catalog.getTable(ident).newExpireSnapshots().config(config.build()).expire()
 result = str(table.location())
 """
+)
 
 
 def _tag_rows(spec: IndexTableSpec) -> dict[str, list[dict[str, Any]]]:
@@ -186,9 +180,7 @@ def build_all(session: JvmSession, out: Path) -> Path:
     """Build every table of SPECS under OUT/paimon-index; write and return the manifest."""
     warehouse = out / "paimon-index"
     manifest = {spec.name: build_table(session, spec, warehouse) for spec in SPECS}
-    path = out / "paimon-index-manifest.json"
-    path.write_text(json.dumps(manifest, indent=1))
-    return path
+    return write_manifest(out / "paimon-index-manifest.json", manifest)
 
 
 def main(argv: list[str]) -> int:

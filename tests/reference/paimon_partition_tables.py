@@ -25,14 +25,13 @@ By hand: `python -m tests.reference.paimon_partition_tables OUT_DIR`.
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, builder_main
+from tests.reference.paimon_tables import JAVA_CATALOG, write_manifest
 
 DB = "partitions"
 ROWS = 24
@@ -185,12 +184,9 @@ def expected_rows(spec: PartitionSpec) -> int:
 
 # Runs in the engine's process: create table args["name"] and commit each batch, every value
 # converted from text by Paimon (NULL text: null).
-WRITE = """
-P = jvm.org.apache.paimon
-opts = P.options.Options()
-opts.set("warehouse", args["warehouse"])
-catalog = P.catalog.CatalogFactory.createCatalog(P.catalog.CatalogContext.create(opts))
-catalog.createDatabase(args["db"], True)
+WRITE = (
+    JAVA_CATALOG
+    + """
 parse = P.types.DataTypeJsonParser.parseAtomicTypeSQLString
 columns = [("id", "INT NOT NULL")] + [
     (c, t + (" NOT NULL" if args["primary_key"] else "")) for c, t in args["columns"]
@@ -229,6 +225,7 @@ for batch in args["batches"]:
     commit.close()
 result = str(table.location())
 """
+)
 
 
 def build_table(session: JvmSession, spec: PartitionSpec, warehouse: Path) -> dict[str, Any]:
@@ -255,15 +252,7 @@ def build_table(session: JvmSession, spec: PartitionSpec, warehouse: Path) -> di
 def build_all(session: JvmSession, out: Path) -> Path:
     """Build every table of SPECS under OUT/paimon; write and return the manifest's path."""
     manifest = {spec.name: build_table(session, spec, out / "paimon") for spec in SPECS}
-    path = out / "partition-manifest.json"
-    path.write_text(json.dumps(manifest, indent=1))
-    return path
-
-
-def copy_table(entry: dict[str, Any], dst: Path) -> Path:
-    """A writable copy of a fixture table (Paimon's paths are relative to the table)."""
-    shutil.copytree(entry["path"], dst)
-    return dst
+    return write_manifest(out / "partition-manifest.json", manifest)
 
 
 def main(argv: list[str]) -> int:

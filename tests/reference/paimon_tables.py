@@ -115,13 +115,19 @@ def expected_rows(spec: TableSpec) -> list[dict[str, Any]]:
     return sorted((r for r in state.values() if not k or r["id"] % k), key=lambda r: r["id"])
 
 
-# Runs in the engine's process: create table args["name"] and commit each batch.
-WRITE = """
+# Java snippets the fixture modules build theirs from (each runs in the engine's process).
+JAVA_CATALOG = """
 P = jvm.org.apache.paimon
 opts = P.options.Options()
 opts.set("warehouse", args["warehouse"])
 catalog = P.catalog.CatalogFactory.createCatalog(P.catalog.CatalogContext.create(opts))
 catalog.createDatabase(args["db"], True)
+"""
+"""The filesystem catalog on args["warehouse"] with database args["db"]."""
+
+JAVA_CREATE_TABLE = (
+    JAVA_CATALOG
+    + """
 DT = P.types.DataTypes
 b = P.schema.Schema.newBuilder()
 b.column("id", DT.INT().notNull()).column("part", DT.STRING().notNull()).column("v", DT.STRING())
@@ -132,6 +138,38 @@ ident = P.catalog.Identifier.create(args["db"], args["name"])
 catalog.createTable(ident, b.build(), False)
 table = catalog.getTable(ident)
 kinds = {"+I": P.types.RowKind.INSERT, "-D": P.types.RowKind.DELETE}
+"""
+)
+"""Table args["name"] (id INT, part STRING, v STRING) with args["primary_keys"],
+args["partition_keys"], args["options"]; `kinds` maps `+I`/`-D` to row kinds."""
+
+JAVA_OPEN_BY_PATH = """
+P = jvm.org.apache.paimon
+table = P.table.FileStoreTableFactory.create(
+    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+"""
+"""The table at args["path"] without a catalog (so copies work)."""
+
+JAVA_READ_ROWS = """
+    reader = read.createReader(split)
+    batch = reader.readBatch()
+    while batch is not None:
+        row = batch.next()
+        while row is not None:
+            v = None if row.isNullAt(2) else str(row.getString(2))
+            rows.append({"id": row.getInt(0), "part": str(row.getString(1)), "v": v})
+            row = batch.next()
+        batch.releaseBatch()
+        batch = reader.readBatch()
+    reader.close()
+"""
+"""Inside `for split in ...:` with `read` and `rows`: the split's rows appended to `rows`."""
+
+
+# Runs in the engine's process: create table args["name"] and commit each batch.
+WRITE = (
+    JAVA_CREATE_TABLE
+    + """
 for batch in args["batches"]:
     builder = P.table.sink.BatchWriteBuilderImpl(table)
     write = builder.newWrite()
@@ -152,14 +190,14 @@ if args["expire"]:
     catalog.getTable(ident).newExpireSnapshots().config(config).expire()
 result = str(table.location())
 """
+)
 
 # Runs in the engine's process: read the table at args["path"] (no catalog, so copies work)
 # with Paimon's reader; also each split's data files, levels and deletion files (local
 # paths, without `file:`).
-READ = """
-P = jvm.org.apache.paimon
-table = P.table.FileStoreTableFactory.create(
-    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+READ = (
+    JAVA_OPEN_BY_PATH
+    + """
 builder = P.table.source.ReadBuilderImpl(table)
 splits = builder.newScan().plan().splits()
 read = builder.newRead()
@@ -178,19 +216,11 @@ for split in splits:
                 "path": local(dv.path()), "offset": dv.offset(), "length": dv.length(),
                 "cardinality": dv.cardinality()},
         })
-    reader = read.createReader(split)
-    batch = reader.readBatch()
-    while batch is not None:
-        row = batch.next()
-        while row is not None:
-            v = None if row.isNullAt(2) else str(row.getString(2))
-            rows.append({"id": row.getInt(0), "part": str(row.getString(1)), "v": v})
-            row = batch.next()
-        batch.releaseBatch()
-        batch = reader.readBatch()
-    reader.close()
-result = {"rows": sorted(rows, key=lambda r: r["id"]), "files": files}
 """
+    + JAVA_READ_ROWS
+    + """result = {"rows": sorted(rows, key=lambda r: r["id"]), "files": files}
+"""
+)
 
 
 # Runs in the engine's process: delete rows of the append table at args["path"] by
@@ -274,7 +304,11 @@ def build_table(session: JvmSession, spec: TableSpec, warehouse: Path) -> dict[s
 def build_all(session: JvmSession, out: Path) -> Path:
     """Build every table of SPECS under OUT/paimon; write and return the manifest's path."""
     manifest = {spec.name: build_table(session, spec, out / "paimon") for spec in SPECS}
-    path = out / "paimon-manifest.json"
+    return write_manifest(out / "paimon-manifest.json", manifest)
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> Path:
+    """Write a fixture builder's manifest (table name -> entry) as JSON; its path."""
     path.write_text(json.dumps(manifest, indent=1))
     return path
 

@@ -28,27 +28,27 @@ from tests.engines.jvm_engines import JvmError, JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_index_tables import SPECS, build_all
 from tests.reference.paimon_state import paimon_scan
+from tests.reference.paimon_tables import JAVA_OPEN_BY_PATH, JAVA_READ_ROWS
 
 NAMES = [spec.name for spec in SPECS]
 DAY_S = 24 * 3600
 
 # Runs in the engine's process: the latest snapshot's index files (type, name) by Paimon's
 # own index manifest reader.
-INDEX_FILES = """
-P = jvm.org.apache.paimon
-table = P.table.FileStoreTableFactory.create(
-    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+INDEX_FILES = (
+    JAVA_OPEN_BY_PATH
+    + """
 snapshot = table.snapshotManager().latestSnapshot()
 handler = table.store().newIndexFileHandler()
 entries = handler.readManifest(snapshot.indexManifest()) if snapshot.indexManifest() else []
 result = [[str(e.indexFile().indexType()), str(e.indexFile().fileName())] for e in entries]
 """
+)
 
 # Runs in the engine's process: the rows Paimon reads with the options (a tag, a snapshot).
-ROWS = """
-P = jvm.org.apache.paimon
-table = P.table.FileStoreTableFactory.create(
-    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+ROWS = (
+    JAVA_OPEN_BY_PATH
+    + """
 options = jvm.java.util.HashMap()
 for key, value in args["options"].items():
     options.put(key, value)
@@ -57,19 +57,11 @@ builder = P.table.source.ReadBuilderImpl(table)
 read = builder.newRead()
 rows = []
 for split in builder.newScan().plan().splits():
-    reader = read.createReader(split)
-    batch = reader.readBatch()
-    while batch is not None:
-        row = batch.next()
-        while row is not None:
-            v = None if row.isNullAt(2) else str(row.getString(2))
-            rows.append({"id": row.getInt(0), "part": str(row.getString(1)), "v": v})
-            row = batch.next()
-        batch.releaseBatch()
-        batch = reader.readBatch()
-    reader.close()
-result = sorted(rows, key=lambda r: r["id"])
 """
+    + JAVA_READ_ROWS
+    + """result = sorted(rows, key=lambda r: r["id"])
+"""
+)
 
 PAIMON_CLEAN = """
 P = jvm.org.apache.paimon

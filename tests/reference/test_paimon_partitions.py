@@ -32,6 +32,7 @@ from tests.engines.jvm_engines import JvmSession
 from tests.reference import paimon_partition_tables
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_state import TableCopy, paimon_scan
+from tests.reference.paimon_tables import copy_table
 from tests.s3_server import S3Server
 
 NAMES = [spec.name for spec in paimon_partition_tables.SPECS]
@@ -229,7 +230,7 @@ def test_folders_paimon_names_unrecoverably_are_refused(
     partition_tables: dict[str, Any],
     tmp_path: Path,
 ) -> None:
-    copy = paimon_partition_tables.copy_table(partition_tables[name], tmp_path / name)
+    copy = copy_table(partition_tables[name], tmp_path / name)
     _schema_option(copy, "partition.legacy-name", legacy)
     result = run("inspect", str(copy))
     assert result.exit_code == 7, all_output(result)
@@ -253,9 +254,7 @@ def test_orc_and_avro_damage_is_found(
     name: str, partition_tables: dict[str, Any], tmp_path: Path
 ) -> None:
     suffix = name.split("_")[0]
-    truncated = TableCopy(
-        paimon_partition_tables.copy_table(partition_tables[name], tmp_path / "t")
-    )
+    truncated = TableCopy(copy_table(partition_tables[name], tmp_path / "t"))
     path = _data_file(truncated, suffix)
     path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
     problems = cli_json("inspect", truncated.root, "--verify", code=6)["verify"]["problems"]
@@ -265,7 +264,7 @@ def test_orc_and_avro_damage_is_found(
     assert f"cannot count the rows of {suffix} file" in unreadable["message"]
     assert unreadable["data_file"].endswith(path.name)
 
-    counted = TableCopy(paimon_partition_tables.copy_table(partition_tables[name], tmp_path / "c"))
+    counted = TableCopy(copy_table(partition_tables[name], tmp_path / "c"))
     name_of = _data_file(counted, suffix).name
     counted.edit_data_file(name_of, lambda f: f.update({"_ROW_COUNT": f["_ROW_COUNT"] + 1}))
     problems = cli_json("inspect", counted.root, "--verify", code=6)["verify"]["problems"]
@@ -279,9 +278,7 @@ def test_orc_and_avro_damage_is_found(
 def test_an_unreadable_deletion_file_is_a_problem(
     partition_tables: dict[str, Any], tmp_path: Path
 ) -> None:
-    copy = TableCopy(
-        paimon_partition_tables.copy_table(partition_tables["numbers"], tmp_path / "t")
-    )
+    copy = TableCopy(copy_table(partition_tables["numbers"], tmp_path / "t"))
     path, _ = copy.deletion_file()
     path.unlink()
     path.mkdir()
@@ -302,9 +299,7 @@ def test_an_unreadable_deletion_file_inspect_must_count_from_fails(
 ) -> None:
     """DVs without a recorded cardinality (older Paimon) are counted from their deletion
     file: one that cannot be read is a storage error (exit 8) naming it, in two lines."""
-    copy = TableCopy(
-        paimon_partition_tables.copy_table(partition_tables["numbers"], tmp_path / "t")
-    )
+    copy = TableCopy(copy_table(partition_tables["numbers"], tmp_path / "t"))
 
     def forget(entry: dict[str, Any]) -> None:
         for dv in entry["_DELETIONS_VECTORS_RANGES"]:
