@@ -6,8 +6,10 @@ Snapshot expiry stays Paimon's: its rules (`snapshot.num-retained.min/max`,
 snapshots go, and its writers apply them at every commit; dvtool expires nothing. What it
 does is the orphan clean: files older than `--retain` (default a day, Paimon's
 `older_than`) in the table's data, manifest, index and statistics folders that no kept
-snapshot, tag or changelog reaches, and the temporary files failed commits left in
-`snapshot/` and `changelog/`. A retention shorter than the default is refused
+snapshot, tag or changelog of any branch reaches, and the temporary files failed commits
+left in every branch's `snapshot/` and `changelog/`. Orphans in external data paths
+(`data-file.external-paths`) outside the table folder are left to Paimon's own
+`remove_orphan_files`. A retention shorter than the default is refused
 unless forced (a writer that has not committed yet could lose its files). Files are
 deleted through dvtool's storage, each checked again just before to be inside the table
 folder (`dvtool.commands.vacuum.delete`); a dry run lists them.
@@ -48,7 +50,7 @@ class PaimonVacuumResult(CommandResult):
     retention_ms: int
     cutoff_ms: int
     roots: int
-    """The snapshots, tags and changelogs whose files were kept."""
+    """The snapshots, tags and changelogs (of every branch) whose files were kept."""
     listed_files: int
     files: list[OrphanFile]
     deleted_files: int = 0
