@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from dvtool.errors import DvtoolError, LogError, TableNotFoundError
+from dvtool.errors import DvtoolError, LogError, TableNotFoundError, VersionNotFoundError
 from dvtool.io_pool import map_io
 from dvtool.paimon.protocol.schema import SCHEMA_PREFIX, TableSchema, schema_id_of
 from dvtool.paimon.protocol.snapshots import (
@@ -110,6 +110,18 @@ class PaimonTable:
     def switch_to_branch(self, branch: str) -> PaimonTable:
         """The same table read on `branch` (Paimon's `table$branch_NAME`)."""
         return self if branch == self.branch else PaimonTable(self.storage, branch=branch)
+
+    def open_branch(self, branch: str) -> PaimonTable:
+        """`switch_to_branch` for a branch a user named: VersionNotFoundError when the table
+        has no such branch."""
+        branches = self.branches()
+        if branch != MAIN_BRANCH and branch not in branches:
+            has = f"its branches: {', '.join(branches)}" if branches else "it has none but main"
+            raise VersionNotFoundError(
+                f"the Paimon table has no branch {branch!r} ({has})",
+                hint="Branches are the branch/branch-NAME folders of the table.",
+            )
+        return self.switch_to_branch(branch)
 
     def snapshot_ids(self) -> list[int]:
         """The ids of the snapshots the table keeps, ascending."""

@@ -15,7 +15,8 @@ deletes and dvtool, which never deletes outside the table folder, leaves to it. 
   the branch's own tag manager), every file the `dev` branch alone reaches is still there,
   and `inspect --verify` passes;
 - `maintain` runs the vacuum step on both tables (not `not-applicable`), with the same
-  lists.
+  lists;
+- `inspect --branch NAME` counts the rows Paimon reads on that branch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_branch_tables import build_all
@@ -189,3 +191,27 @@ def test_maintain_vacuums_them(
         reads = paimon_branch_tables[root.name]["reads"]
         for branch, tag, rows in reads:
             assert _read(paimon_java, root, branch, tag)["rows"] == rows
+
+
+def test_inspect_reads_each_branch_as_paimon_does(
+    paimon_branch_tables: dict[str, Any], paimon_java: JvmSession
+) -> None:
+    """`inspect` reads main unless `--branch` names another (Paimon's `table$branch_NAME`),
+    counting the rows Paimon's reader returns there; main's says which branches exist."""
+    entry = paimon_branch_tables["pk_branched"]
+    path = Path(entry["path"])
+    main = cli_json("inspect", path)
+    assert main["branch"] == "main" and main["branches"] == ["dev", "idle"]
+    for branch, tag, rows in entry["reads"]:
+        if tag is not None:
+            continue
+        doc = cli_json("inspect", path, "--branch", branch, "--verify")
+        assert doc["branch"] == branch and doc["verify"]["ok"], doc["verify"]["problems"]
+        paimon = _read(paimon_java, path, branch, None)["rows"]
+        assert doc["logical_rows"] == len(rows) == len(paimon)
+    history = cli_json("inspect", path, "--branch", "idle", "--history")["history"]
+    assert [h["snapshot_id"] for h in history] == [2]  # its copy of tag t1
+    unknown = run("inspect", path, "--branch", "nope")
+    assert unknown.exit_code == 5
+    assert "no branch 'nope' (its branches: dev, idle)" in all_output(unknown)
+    assert run("inspect", path, "-r", "--branch", "dev").exit_code == 2
