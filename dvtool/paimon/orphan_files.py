@@ -185,6 +185,16 @@ def candidate_files(table: PaimonTable) -> list[FileInfo]:
     return listed + commit_leftovers(table)
 
 
+def external_paths_outside(table: PaimonTable) -> list[str]:
+    """The external data paths outside the table folder, as the table option names them:
+    dvtool lists none of them (their orphans are Paimon's to clean)."""
+    paths = table.latest_schema().options.get(EXTERNAL_PATHS)
+    if not paths:
+        return []
+    storage = table.storage
+    return [p for p in paths.split(",") if storage.relative_to_root(table.location_of(p)) is None]
+
+
 def external_folders_inside(table: PaimonTable) -> list[str]:
     """The external data paths (`data-file.external-paths`, comma-separated, as Paimon
     splits them) that lie inside the table folder, relative to it ("" for the folder itself);

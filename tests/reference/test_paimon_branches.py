@@ -138,6 +138,8 @@ def test_vacuum_deletes_what_paimons_cleaner_would_and_every_branch_reads_the_sa
     assert listed == inside == orphans and _files(root) == files
     external = entry["external"]
     assert outside == ({f"{external}/{EXTERNAL_STRAY}"} if external else set())
+    assert plan["branches"] == (["main"] if external else ["dev", "idle", "main"])
+    assert plan["external_paths_left"] == ([f"file://{external}"] if external else [])
 
     done = cli_json("vacuum", root)
     assert done["deleted_files"] == len(orphans) and not done["failed"]
@@ -202,6 +204,11 @@ def test_inspect_reads_each_branch_as_paimon_does(
     path = Path(entry["path"])
     main = cli_json("inspect", path)
     assert main["branch"] == "main" and main["branches"] == ["dev", "idle"]
+    assert "other branches: dev, idle (inspect one with --branch NAME)" in all_output(
+        run("inspect", path)
+    )
+    assert "branch dev\n" in all_output(run("inspect", path, "--branch", "dev"))
+    assert "of branches dev, idle, main reaches" in all_output(run("vacuum", path, "--dry-run"))
     for branch, tag, rows in entry["reads"]:
         if tag is not None:
             continue

@@ -31,9 +31,11 @@ from dvtool.paimon.orphan_files import (
     OrphanFile,
     candidate_files,
     check_supported,
+    external_paths_outside,
     orphan_files,
     used_files,
 )
+from dvtool.paimon.orphan_roots import all_branches
 
 if TYPE_CHECKING:
     from dvtool.paimon.tables import PaimonTable
@@ -53,6 +55,10 @@ class PaimonVacuumResult(CommandResult):
     """The snapshots, tags and changelogs (of every branch) whose files were kept."""
     listed_files: int
     files: list[OrphanFile]
+    branches: list[str] = field(default_factory=lambda: ["main"])
+    """The branches whose roots were read (the table's, then main: Paimon's order)."""
+    external_paths_left: list[str] = field(default_factory=list)
+    """External data paths outside the table folder: not listed, left to Paimon."""
     deleted_files: int = 0
     deleted_bytes: int = 0
     failed: list[FailedDelete] = field(default_factory=list)
@@ -69,6 +75,8 @@ class PaimonVacuumResult(CommandResult):
             "retention_ms": self.retention_ms,
             "cutoff_ms": self.cutoff_ms,
             "roots": self.roots,
+            "branches": self.branches,
+            "external_paths_left": self.external_paths_left,
             "listed_files": self.listed_files,
             "num_files": len(self.files),
             "num_bytes": self.num_bytes,
@@ -102,7 +110,15 @@ def run_vacuum_paimon(
     used = used_files(table)  # after listing: a file committed meanwhile is kept
     orphans = orphan_files(table, cutoff, candidates, used)
     result = PaimonVacuumResult(
-        table.location, dry_run, retention, cutoff, used.roots, len(candidates), orphans
+        table.location,
+        dry_run,
+        retention,
+        cutoff,
+        used.roots,
+        len(candidates),
+        orphans,
+        all_branches(table),
+        external_paths_outside(table),
     )
     if dry_run or not orphans:
         return result
