@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     type=TimestampParam(),
     help="Read the version as of this time (Iceberg, Paimon: the snapshot current then).",
 )
+@click.option(
+    "--branch",
+    metavar="NAME",
+    help="Read this branch of a Paimon table (its table$branch_NAME; default main).",
+)
 @click.option("--files", is_flag=True, help="List the live files with their DVs (see --limit).")
 @click.option(
     "--history",
@@ -86,6 +91,7 @@ def inspect(
     recursive: bool,
     version: int | None,
     timestamp: int | None,
+    branch: str | None,
     files: bool,
     history: int | None,
     verify: bool,
@@ -105,6 +111,7 @@ def inspect(
 
     from dvtool.commands.inspect.command import InspectRequest, parse_check, run_inspect
     from dvtool.delta.log.reader import DeltaLog
+    from dvtool.errors import UsageError
     from dvtool.paimon.tables import PaimonTable
     from dvtool.render.renderer import Renderer
 
@@ -118,13 +125,18 @@ def inspect(
         files_limit=None if as_json else limit,
     )
     renderer = Renderer(as_json, limit=limit)
+    if recursive and branch is not None:
+        raise UsageError("--branch reads one Paimon table, not with --recursive")
     if recursive:
         _inspect_tables(targets, request, checks, storage_options, catalog, renderer)
         return
     table = open_any_table(targets, storage_options, catalog)
     if isinstance(table, PaimonTable):
+        table = table if branch is None else table.open_branch(branch)
         _inspect_paimon(table, request, checks, renderer)
         return
+    if branch is not None:
+        raise UsageError("--branch applies to Paimon tables (their branch/branch-NAME folders)")
     if not isinstance(table, DeltaLog):
         _inspect_iceberg(table, request, checks, renderer)
         return

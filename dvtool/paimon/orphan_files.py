@@ -1,35 +1,41 @@
 """Orphan files of a Paimon table: files in its data and metadata folders that no kept
-snapshot, tag or changelog reaches, as Paimon's `remove_orphan_files` procedure finds them
-(`OrphanFilesClean`, shared by its local and Spark cleaners).
+snapshot, tag or changelog of any branch reaches, as Paimon's `remove_orphan_files`
+procedure finds them (`OrphanFilesClean`, shared by its local and Spark cleaners).
 
-- What is used, by file name (Paimon's files are named by UUID): for every snapshot in
-  `snapshot/`, every tag in `tag/` and every long-lived changelog in `changelog/` (each a
-  snapshot document): its manifest lists (base, delta, changelog), every manifest they
-  list, every file every entry of those manifests names (ADD and DELETE, with its extra
-  files), its index manifest and every index file in it, its statistics file. Each
-  manifest is read once however many snapshots share it. A metadata file that cannot be
-  read stops the plan: dvtool deletes nothing it cannot prove unused. Except the files
-  Paimon's own expiry deletes while a tag or changelog still names them (a tag's changelog
-  manifest list; a decoupled changelog's base and delta manifest lists and index
-  manifest): missing, they reach nothing, as for Paimon's cleaner (`Roots.may_be_gone`).
+- What is used, by file name (Paimon's files are named by UUID): for every snapshot, tag
+  and long-lived changelog of every branch (`dvtool.paimon.orphan_roots`: main's in
+  `snapshot/`, `tag/`, `changelog/`, a branch's under `branch/branch-NAME/`): its manifest
+  lists (base, delta, changelog), every manifest they list, every file every entry of
+  those manifests names (ADD and DELETE, with its extra files, wherever it lies: in the
+  table folder or an external data path), its index manifest and every index file in it,
+  its statistics file. Each manifest is read once however many snapshots share it. A
+  metadata file that cannot be read stops the plan: dvtool deletes nothing it cannot prove
+  unused. Except the files Paimon's own expiry deletes while a tag or changelog still
+  names them (`Roots.may_be_gone`): missing, they reach nothing, as for Paimon's cleaner.
 - What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
   every `bucket-*` folder found by descending exactly as many `key=value` partition
-  folders as the table has partition keys. Nothing else is ever a candidate: not the table
-  root, `schema/`, `snapshot/`, `tag/`, `consumer/`, a partition folder above its buckets.
+  folders as the table has partition keys (branches share these folders: they have none
+  of their own). Nothing else is ever a candidate: not the table root, `schema/`,
+  `snapshot/`, `tag/`, `consumer/`, `branch/`, a partition folder above its buckets.
+- External data paths (`data-file.external-paths`): Paimon's cleaner lists their bucket
+  folders too and deletes the orphans there. dvtool never deletes outside the table
+  folder: it lists an external path only when it lies inside the table folder, and leaves
+  the orphans of the others to Paimon. The files the table keeps there are reached as any
+  other (by name), never candidates.
 - Leftovers of failed commits (`commit_leftovers`): Paimon writes a snapshot, changelog or
   hint file to a temporary name (`.snapshot-7.<uuid>.tmp`) and renames it; a commit that
   failed in between leaves the temporary file. As Paimon's cleaner (`cleanSnapshotDir`,
-  1.4) does, every file directly in `snapshot/` whose name does not start with `snapshot-`
-  and is not the `EARLIEST` or `LATEST` hint is one, and likewise in `changelog/` (names
-  not starting with `changelog-`). A failed write's temporary manifest or index file lies
-  in `manifest/` or `index/` under a name no snapshot reaches: an orphan like any other.
+  1.4, for every branch) does, every file directly in a branch's `snapshot/` whose name
+  does not start with `snapshot-` and is not the `EARLIEST` or `LATEST` hint is one, and
+  likewise in its `changelog/` (names not starting with `changelog-`). A failed write's
+  temporary manifest or index file lies in `manifest/` or `index/` under a name no
+  snapshot reaches: an orphan like any other.
 - Only files last modified before the cutoff are orphans (Paimon's default: a day ago): a
   writer that has not committed yet may be writing the others (or renaming its temporary
   snapshot file).
 
-Not handled, so refused (`WriteRefusedError`): branches (`branch/` holding any: their
-snapshots share the table's files) and data files in external paths
-(`data-file.external-paths`).
+Refused (`WriteRefusedError`), as Paimon's cleaner aborts on it: a branch folder without a
+schema file (`check_branches`).
 """
 
 from __future__ import annotations
@@ -37,9 +43,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dvtool.errors import FileMissingError, LogError, WriteRefusedError, exception_text
+from dvtool.errors import FileMissingError, LogError, exception_text
 from dvtool.io_pool import map_io
 from dvtool.paimon.avro_files import decode_avro
+from dvtool.paimon.orphan_roots import (
+    CHANGELOG_DIR,
+    CHANGELOG_PREFIX,
+    Roots,
+    all_branches,
+    check_branches,
+    table_roots,
+)
 from dvtool.paimon.protocol.manifests import (
     ManifestFileMeta,
     index_manifest_entry,
@@ -51,15 +65,13 @@ from dvtool.paimon.protocol.snapshots import (
     LATEST_HINT,
     SNAPSHOT_DIR,
     SNAPSHOT_PREFIX,
-    Snapshot,
     snapshot_id_of,
 )
 from dvtool.paimon.snapshot_files import DECODE_ERRORS
-from dvtool.paimon.tables import MANIFEST_DIR, PaimonTable
+from dvtool.paimon.tables import BRANCH_DIR, BRANCH_PREFIX, MANIFEST_DIR, PaimonTable
 from dvtool.storage.listing import FileInfo
 
-TAG_DIR, CHANGELOG_DIR, BRANCH_DIR = "tag", "changelog", "branch"
-CHANGELOG_PREFIX = "changelog-"
+__all__ = ["Roots"]  # the roots of the clean: dvtool.paimon.orphan_roots
 COMMIT_FOLDERS = {SNAPSHOT_DIR: SNAPSHOT_PREFIX, CHANGELOG_DIR: CHANGELOG_PREFIX}
 """The folders of committed snapshot and changelog files, each with its files' prefix."""
 INDEX_DIR, STATISTICS_DIR = "index", "statistics"
@@ -87,7 +99,7 @@ class UsedFiles:
 
 def used_files(table: PaimonTable) -> UsedFiles:
     """Every file name a kept snapshot, tag or changelog reaches (module docstring)."""
-    roots = _roots(table)
+    roots = table_roots(table)
     used = UsedFiles(roots=len(roots.all()))
     lists: set[str] = set()
     index_manifests: set[str] = set()
@@ -107,55 +119,6 @@ def used_files(table: PaimonTable) -> UsedFiles:
         used.names.update(names)
     used.names |= lists | manifests | index_manifests
     return used
-
-
-@dataclass(frozen=True)
-class Roots:
-    """The snapshot documents whose files are kept: snapshots, tags, changelogs."""
-
-    snapshots: list[Snapshot]
-    tags: list[Snapshot]
-    changelogs: list[Snapshot]
-
-    def all(self) -> list[Snapshot]:
-        return self.snapshots + self.tags + self.changelogs
-
-    def may_be_gone(self) -> set[str]:
-        """The metadata files Paimon's snapshot expiry deletes although a tag or changelog
-        still names them: a tag's changelog manifest list (tags keep no changelog), and a
-        decoupled changelog's base and delta manifest lists and index manifest (it keeps
-        only its changelog). A missing one reaches nothing, as Paimon's cleaner reads it;
-        any other missing metadata file stops the plan."""
-        optional = {t.changelog_manifest_list for t in self.tags}
-        for c in self.changelogs:
-            optional.update((*c.manifest_lists(), c.index_manifest))
-        needed = {
-            n
-            for root in self.snapshots + self.tags
-            for n in (*root.manifest_lists(), root.index_manifest)
-        }
-        needed |= {s.changelog_manifest_list for s in self.snapshots}
-        needed |= {c.changelog_manifest_list for c in self.changelogs}
-        return {n for n in optional - needed if n}
-
-
-def _roots(table: PaimonTable) -> Roots:
-    """The kept snapshots, tags and changelogs, each read as a snapshot document."""
-    found: dict[str, list[Snapshot]] = {}
-    for folder, prefix in ((TAG_DIR, "tag-"), (CHANGELOG_DIR, CHANGELOG_PREFIX)):
-        listing = table.storage.list_dir(table.storage.join(folder))
-        found[folder] = map_io(
-            lambda info: _read_root(table, info), [i for i in listing if i.name.startswith(prefix)]
-        )
-    snapshots = [table.snapshot(i) for i in table.snapshot_ids()]
-    return Roots(snapshots, found[TAG_DIR], found[CHANGELOG_DIR])
-
-
-def _read_root(table: PaimonTable, info: FileInfo) -> Snapshot:
-    try:
-        return Snapshot.from_json(table.storage.read(info.location))
-    except LogError as e:
-        raise LogError(f"{e.message}: {info.location}") from None
 
 
 def _records(
@@ -201,28 +164,19 @@ def _index_files_of(table: PaimonTable, gone: set[str]) -> Callable[[str], set[s
 
 
 def check_supported(table: PaimonTable) -> None:
-    """WriteRefusedError for what dvtool does not clean: branches, external data paths."""
-    branches = table.storage.list_subdirs(table.storage.join(BRANCH_DIR))
-    if branches:
-        raise WriteRefusedError(
-            f"the Paimon table has branches ({', '.join(branches)}), whose snapshots share its "
-            "files; dvtool does not clean tables with branches",
-            hint="Run Paimon's remove_orphan_files procedure, which reads every branch.",
-        )
-    if table.latest_schema().options.get(EXTERNAL_PATHS):
-        raise WriteRefusedError(
-            f"the Paimon table writes data files to external paths ({EXTERNAL_PATHS}); "
-            "dvtool does not clean outside the table folder",
-            hint="Run Paimon's remove_orphan_files procedure.",
-        )
+    """WriteRefusedError for what dvtool does not clean: a table with a branch whose files
+    cannot be told (`check_branches`)."""
+    check_branches(table)
 
 
 def candidate_files(table: PaimonTable) -> list[FileInfo]:
-    """The files of the folders Paimon's cleaner lists, and the leftovers of failed
-    commits (module docstring)."""
+    """The files of the folders Paimon's cleaner lists inside the table folder, and the
+    leftovers of failed commits on every branch (module docstring)."""
     storage = table.storage
     keys = len(table.latest_schema().partition_keys)
-    folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, keys)]
+    folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, "", keys)]
+    for inside in external_folders_inside(table):
+        folders += [f for f in _bucket_folders(table, inside, keys) if f not in folders]
     listed = [
         info
         for found in map_io(lambda f: storage.list_dir(storage.join(f)), folders)
@@ -231,9 +185,31 @@ def candidate_files(table: PaimonTable) -> list[FileInfo]:
     return listed + commit_leftovers(table)
 
 
-def _bucket_folders(table: PaimonTable, partition_keys: int) -> list[str]:
-    """The `bucket-*` folders under exactly `partition_keys` levels of `key=value` ones."""
-    level = [""]
+def external_paths_outside(table: PaimonTable) -> list[str]:
+    """The external data paths outside the table folder, as the table option names them:
+    dvtool lists none of them (their orphans are Paimon's to clean)."""
+    paths = table.latest_schema().options.get(EXTERNAL_PATHS)
+    if not paths:
+        return []
+    storage = table.storage
+    return [p for p in paths.split(",") if storage.relative_to_root(table.location_of(p)) is None]
+
+
+def external_folders_inside(table: PaimonTable) -> list[str]:
+    """The external data paths (`data-file.external-paths`, comma-separated, as Paimon
+    splits them) that lie inside the table folder, relative to it ("" for the folder itself);
+    the others are never listed: dvtool deletes nothing outside the table folder."""
+    paths = table.latest_schema().options.get(EXTERNAL_PATHS)
+    if not paths:
+        return []
+    inside = (table.storage.relative_to_root(table.location_of(p)) for p in paths.split(","))
+    return [r.strip("/") for r in inside if r is not None]
+
+
+def _bucket_folders(table: PaimonTable, top: str, partition_keys: int) -> list[str]:
+    """The `bucket-*` folders under exactly `partition_keys` levels of `key=value` ones
+    below `top` (relative to the table, "" for the table folder)."""
+    level = [top]
     for _ in range(partition_keys):
         listed = map_io(lambda d: (d, table.storage.list_subdirs(table.storage.join(d))), level)
         level = [f"{d}/{n}" if d else n for d, names in listed for n in names if "=" in n]
@@ -242,14 +218,18 @@ def _bucket_folders(table: PaimonTable, partition_keys: int) -> list[str]:
 
 
 def commit_leftovers(table: PaimonTable) -> list[FileInfo]:
-    """The files in `snapshot/` and `changelog/` that are neither a committed snapshot or
-    changelog file nor a hint: the temporary files of failed commits, whatever their age
-    (`orphan_files` keeps the young ones)."""
-    storage = table.storage
-    listed = map_io(lambda folder: storage.list_dir(storage.join(folder)), list(COMMIT_FOLDERS))
+    """The files in every branch's `snapshot/` and `changelog/` that are neither a
+    committed snapshot or changelog file nor a hint: the temporary files of failed commits,
+    whatever their age (`orphan_files` keeps the young ones)."""
+    folders = [
+        (table.switch_to_branch(branch).branch_path(folder), prefix)
+        for branch in all_branches(table)
+        for folder, prefix in COMMIT_FOLDERS.items()
+    ]
+    listed = map_io(lambda f: table.storage.list_dir(f[0]), folders)
     return [
         info
-        for prefix, infos in zip(COMMIT_FOLDERS.values(), listed, strict=True)
+        for (_, prefix), infos in zip(folders, listed, strict=True)
         for info in infos
         if is_commit_leftover(info.name, prefix)
     ]
@@ -278,6 +258,8 @@ def orphan_files(
 
 
 def _unused(relative: str, name: str, used: UsedFiles) -> bool:
+    if relative.startswith(f"{BRANCH_DIR}/{BRANCH_PREFIX}"):  # a branch's own folders
+        relative = relative.split("/", 2)[2]
     folder, _, rest = relative.partition("/")
     prefix = COMMIT_FOLDERS.get(folder)
     if prefix is not None and rest == name:  # directly in snapshot/ or changelog/

@@ -6,6 +6,12 @@ from its first commit (`dvtool.paimon.protocol`); `dvtool.table` recognizes one 
 `schema-N` file in `schema/` (a table without commits is still a table). Snapshots are
 found by listing `snapshot/` once; each file is read when asked for (several at once for
 the history and for time travel by time, `map_io`).
+
+Branches (Paimon's `FileSystemBranchManager`): each folder `branch/branch-NAME/` is branch
+NAME, with its own `schema/`, `snapshot/`, `tag/` and `changelog/` folders; its manifests,
+index files and data files lie in the table's own folders beside main's (one `manifest/`,
+one set of bucket folders). `switch_to_branch(NAME)` reads a branch: the same storage, the
+branch's metadata folders (`branch_path`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from dvtool.errors import DvtoolError, LogError, TableNotFoundError
+from dvtool.errors import DvtoolError, LogError, TableNotFoundError, VersionNotFoundError
 from dvtool.io_pool import map_io
 from dvtool.paimon.protocol.schema import SCHEMA_PREFIX, TableSchema, schema_id_of
 from dvtool.paimon.protocol.snapshots import (
@@ -29,6 +35,8 @@ from dvtool.storage.table_storage import Storage
 _T = TypeVar("_T")
 SCHEMA_DIR = "schema"
 MANIFEST_DIR = "manifest"
+MAIN_BRANCH = "main"
+BRANCH_DIR, BRANCH_PREFIX = "branch", "branch-"
 
 
 class AvroReaderMissingError(DvtoolError):
@@ -57,12 +65,14 @@ def open_paimon(storage: Storage) -> PaimonTable:
 
 @dataclass
 class PaimonTable:
-    """A Paimon table's folder, its snapshot ids (listed once) and the files read so far."""
+    """A Paimon table's folder, its snapshot ids (listed once) and the files read so far,
+    on one branch (`main` unless switched)."""
 
     storage: Storage
     _ids: list[int] | None = None
     _snapshots: dict[int, Snapshot] = field(default_factory=dict)
     _schemas: dict[int, TableSchema] = field(default_factory=dict)
+    branch: str = MAIN_BRANCH
 
     @property
     def location(self) -> str:
@@ -84,10 +94,39 @@ class PaimonTable:
             return path
         return self.storage.join(path)
 
+    def branch_path(self, folder: str) -> str:
+        """Where this branch's metadata folder `folder` (`snapshot`, `schema`, `tag`,
+        `changelog`), or a file in it (`snapshot/snapshot-3`), is: in the table folder for
+        main, else under `branch/branch-NAME/`."""
+        if self.branch == MAIN_BRANCH:
+            return self.storage.join(folder)
+        return self.storage.join(f"{BRANCH_DIR}/{BRANCH_PREFIX}{self.branch}/{folder}")
+
+    def branches(self) -> list[str]:
+        """The names of the table's branches besides main (`branch/branch-NAME` folders)."""
+        names = self.storage.list_subdirs(self.storage.join(BRANCH_DIR))
+        return [n.removeprefix(BRANCH_PREFIX) for n in names if n.startswith(BRANCH_PREFIX)]
+
+    def switch_to_branch(self, branch: str) -> PaimonTable:
+        """The same table read on `branch` (Paimon's `table$branch_NAME`)."""
+        return self if branch == self.branch else PaimonTable(self.storage, branch=branch)
+
+    def open_branch(self, branch: str) -> PaimonTable:
+        """`switch_to_branch` for a branch a user named: VersionNotFoundError when the table
+        has no such branch."""
+        branches = self.branches()
+        if branch != MAIN_BRANCH and branch not in branches:
+            has = f"its branches: {', '.join(branches)}" if branches else "it has none but main"
+            raise VersionNotFoundError(
+                f"the Paimon table has no branch {branch!r} ({has})",
+                hint="Branches are the branch/branch-NAME folders of the table.",
+            )
+        return self.switch_to_branch(branch)
+
     def snapshot_ids(self) -> list[int]:
         """The ids of the snapshots the table keeps, ascending."""
         if self._ids is None:
-            listing = self.storage.list_dir(self.storage.join(SNAPSHOT_DIR))
+            listing = self.storage.list_dir(self.branch_path(SNAPSHOT_DIR))
             self._ids = snapshot_ids(i.name for i in listing)
         return self._ids
 
@@ -95,7 +134,7 @@ class PaimonTable:
         """The snapshot with this id; LogError when its file is not one."""
         found = self._snapshots.get(snapshot_id)
         if found is None:
-            path = self.storage.join(f"{SNAPSHOT_DIR}/{snapshot_name(snapshot_id)}")
+            path = self.branch_path(f"{SNAPSHOT_DIR}/{snapshot_name(snapshot_id)}")
             found = _parsed(path, lambda: Snapshot.from_json(self.storage.read(path)))
             self._snapshots[snapshot_id] = found
         return found
@@ -104,17 +143,18 @@ class PaimonTable:
         """The schema with this id; LogError when its file is not one."""
         found = self._schemas.get(schema_id)
         if found is None:
-            path = self.storage.join(f"{SCHEMA_DIR}/{SCHEMA_PREFIX}{schema_id}")
+            path = self.branch_path(f"{SCHEMA_DIR}/{SCHEMA_PREFIX}{schema_id}")
             found = _parsed(path, lambda: TableSchema.from_json(self.storage.read(path)))
             self._schemas[schema_id] = found
         return found
 
     def latest_schema(self) -> TableSchema:
         """The newest schema (the one new writes use); TableNotFoundError without any."""
-        listing = self.storage.list_dir(self.storage.join(SCHEMA_DIR))
+        folder = self.branch_path(SCHEMA_DIR)
+        listing = self.storage.list_dir(folder)
         ids = [i for info in listing if (i := schema_id_of(info.name)) is not None]
         if not ids:
-            raise TableNotFoundError(f"no Paimon schema file in {self.storage.join(SCHEMA_DIR)}")
+            raise TableNotFoundError(f"no Paimon schema file in {folder}")
         return self.schema(max(ids))
 
     def select(

@@ -59,6 +59,11 @@ def summary_blocks(s: PaimonSummary) -> list[str | BoxTable]:
         f"[bold]{escape(s.name)}[/]  [dim]{escape(s.location)}[/]",
         f"Paimon {_kind(s)}",
     ]
+    if s.branch != "main":
+        blocks.append(f"branch [bold]{escape(s.branch)}[/]")
+    elif s.branches:
+        names = escape(", ".join(s.branches))
+        blocks.append(f"branch main; other branches: {names} (inspect one with --branch NAME)")
     if s.snapshot_id is None:
         blocks.append("no snapshot: the table has no data")
     else:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dvtool.paimon.protocol.manifests import DELETION_VECTORS_INDEX
@@ -92,6 +92,10 @@ class PaimonSummary:
     small_file_size: int | None
     small_files: int | None
     format: str = "paimon"
+    branch: str = "main"
+    """The branch read (`--branch`; Paimon's `table$branch_NAME`)."""
+    branches: list[str] = field(default_factory=list)
+    """The table's branches besides main (`branch/branch-NAME` folders)."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -117,6 +121,8 @@ def summarize(
     return PaimonSummary(
         name=table.name,
         location=table.location,
+        branch=table.branch,
+        branches=table.branches(),
         table_kind=schema.kind,
         primary_keys=list(schema.primary_keys),
         partition_keys=list(schema.partition_keys),

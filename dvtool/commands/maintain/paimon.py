@@ -8,8 +8,10 @@ Per table, in this order:
    a dry run runs it too;
 2. vacuum (`run_vacuum_paimon`, never forced): the orphan files and the leftovers of failed
    commits older than a day (or a longer `--retain`), as `dvtool vacuum` deletes them; a
-   dry run lists them. A table with branches or external data paths, which `dvtool vacuum`
-   refuses, has the step `not-applicable` with the refusal as its reason.
+   dry run lists them, on every branch, and inside the table folder only (external data
+   paths are Paimon's to clean). A table `dvtool vacuum` refuses (a branch without a
+   schema, on which Paimon's cleaner aborts too) has the step `not-applicable` with the
+   refusal as its reason.
 
 Purge, compaction and checkpoint are `not-applicable`: Paimon's writers own compaction
 (and every commit writes its snapshot file); so is log cleanup: snapshot expiry is

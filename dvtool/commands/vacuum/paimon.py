@@ -6,8 +6,10 @@ Snapshot expiry stays Paimon's: its rules (`snapshot.num-retained.min/max`,
 snapshots go, and its writers apply them at every commit; dvtool expires nothing. What it
 does is the orphan clean: files older than `--retain` (default a day, Paimon's
 `older_than`) in the table's data, manifest, index and statistics folders that no kept
-snapshot, tag or changelog reaches, and the temporary files failed commits left in
-`snapshot/` and `changelog/`. A retention shorter than the default is refused
+snapshot, tag or changelog of any branch reaches, and the temporary files failed commits
+left in every branch's `snapshot/` and `changelog/`. Orphans in external data paths
+(`data-file.external-paths`) outside the table folder are left to Paimon's own
+`remove_orphan_files`. A retention shorter than the default is refused
 unless forced (a writer that has not committed yet could lose its files). Files are
 deleted through dvtool's storage, each checked again just before to be inside the table
 folder (`dvtool.commands.vacuum.delete`); a dry run lists them.
@@ -29,9 +31,11 @@ from dvtool.paimon.orphan_files import (
     OrphanFile,
     candidate_files,
     check_supported,
+    external_paths_outside,
     orphan_files,
     used_files,
 )
+from dvtool.paimon.orphan_roots import all_branches
 
 if TYPE_CHECKING:
     from dvtool.paimon.tables import PaimonTable
@@ -48,9 +52,13 @@ class PaimonVacuumResult(CommandResult):
     retention_ms: int
     cutoff_ms: int
     roots: int
-    """The snapshots, tags and changelogs whose files were kept."""
+    """The snapshots, tags and changelogs (of every branch) whose files were kept."""
     listed_files: int
     files: list[OrphanFile]
+    branches: list[str] = field(default_factory=lambda: ["main"])
+    """The branches whose roots were read (the table's, then main: Paimon's order)."""
+    external_paths_left: list[str] = field(default_factory=list)
+    """External data paths outside the table folder: not listed, left to Paimon."""
     deleted_files: int = 0
     deleted_bytes: int = 0
     failed: list[FailedDelete] = field(default_factory=list)
@@ -67,6 +75,8 @@ class PaimonVacuumResult(CommandResult):
             "retention_ms": self.retention_ms,
             "cutoff_ms": self.cutoff_ms,
             "roots": self.roots,
+            "branches": self.branches,
+            "external_paths_left": self.external_paths_left,
             "listed_files": self.listed_files,
             "num_files": len(self.files),
             "num_bytes": self.num_bytes,
@@ -100,7 +110,15 @@ def run_vacuum_paimon(
     used = used_files(table)  # after listing: a file committed meanwhile is kept
     orphans = orphan_files(table, cutoff, candidates, used)
     result = PaimonVacuumResult(
-        table.location, dry_run, retention, cutoff, used.roots, len(candidates), orphans
+        table.location,
+        dry_run,
+        retention,
+        cutoff,
+        used.roots,
+        len(candidates),
+        orphans,
+        all_branches(table),
+        external_paths_outside(table),
     )
     if dry_run or not orphans:
         return result
