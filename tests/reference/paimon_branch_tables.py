@@ -29,13 +29,21 @@ tests.reference.paimon_branch_tables OUT_DIR`.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.engines.jvm_engines import PAIMON_JAVA, JvmSession, builder_main
-from tests.reference.paimon_tables import BATCHES, DB, Change, TableSpec, expected_rows, part_of
+from tests.reference.paimon_tables import (
+    BATCHES,
+    DB,
+    JAVA_CREATE_TABLE,
+    Change,
+    TableSpec,
+    expected_rows,
+    part_of,
+    write_manifest,
+)
 
 DEV_BATCHES: tuple[tuple[Change, ...], ...] = (
     tuple(("+I", i, part_of(i), f"d{i}") for i in range(0, 80, 2))
@@ -53,21 +61,9 @@ BRANCH, IDLE, MAIN_TAG, BRANCH_TAG = "dev", "idle", "t1", "dt"
 # Runs in the engine's process: create the table, then args["steps"] in order, each one of
 # ["commit", branch, batch], ["tag", branch, name], ["branch", name, from tag],
 # ["expire", branch].
-WRITE = """
-P = jvm.org.apache.paimon
-opts = P.options.Options()
-opts.set("warehouse", args["warehouse"])
-catalog = P.catalog.CatalogFactory.createCatalog(P.catalog.CatalogContext.create(opts))
-catalog.createDatabase(args["db"], True)
-DT = P.types.DataTypes
-b = P.schema.Schema.newBuilder()
-b.column("id", DT.INT().notNull()).column("part", DT.STRING().notNull()).column("v", DT.STRING())
-b.primaryKey(["id", "part"]).partitionKeys(["part"])
-for key, value in args["options"].items():
-    b.option(key, value)
-ident = P.catalog.Identifier.create(args["db"], args["name"])
-catalog.createTable(ident, b.build(), False)
-kinds = {"+I": P.types.RowKind.INSERT, "-D": P.types.RowKind.DELETE}
+WRITE = (
+    JAVA_CREATE_TABLE
+    + """
 
 def on(branch):
     table = catalog.getTable(ident)
@@ -106,6 +102,7 @@ for step in args["steps"]:
         expire(on(step[1]))
 result = str(catalog.getTable(ident).location())
 """
+)
 
 
 def _rows(*batches: tuple[Change, ...]) -> list[dict[str, Any]]:
@@ -152,6 +149,8 @@ def _build(
         tmp=str(session.workdir / "paimon-io"),
         db=DB,
         name=name,
+        primary_keys=["id", "part"],
+        partition_keys=["part"],
         options=options,
         steps=steps,
     )
@@ -179,9 +178,7 @@ def build_all(session: JvmSession, out: Path) -> Path:
             "reads": [["main", None, _rows(*BATCHES)]],
         },
     }
-    path = out / "paimon-branch-manifest.json"
-    path.write_text(json.dumps(manifest, indent=1))
-    return path
+    return write_manifest(out / "paimon-branch-manifest.json", manifest)
 
 
 def main(argv: list[str]) -> int:
