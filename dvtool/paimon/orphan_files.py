@@ -14,8 +14,8 @@ procedure finds them (`OrphanFilesClean`, shared by its local and Spark cleaners
   names them (`Roots.may_be_gone`): missing, they reach nothing, as for Paimon's cleaner.
 - What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
   every `bucket-*` folder found by descending exactly as many `key=value` partition
-  folders as the table has partition keys (branches share these folders: they have none
-  of their own). Nothing else is ever a candidate: not the table root, `schema/`,
+  folders as the table has partition keys, from the table folder or from its
+  `data-file.path-directory` (branches share these folders: they have none of their own). Nothing else is ever a candidate: not the table root, `schema/`,
   `snapshot/`, `tag/`, `consumer/`, `branch/`, a partition folder above its buckets.
 - External data paths (`data-file.external-paths`): Paimon's cleaner lists their bucket
   folders too and deletes the orphans there. dvtool never deletes outside the table
@@ -173,8 +173,10 @@ def candidate_files(table: PaimonTable) -> list[FileInfo]:
     """The files of the folders Paimon's cleaner lists inside the table folder, and the
     leftovers of failed commits on every branch (module docstring)."""
     storage = table.storage
-    keys = len(table.latest_schema().partition_keys)
-    folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, "", keys)]
+    schema = table.latest_schema()
+    keys = len(schema.partition_keys)
+    data = schema.data_directory  # Paimon lists the bucket folders there only
+    folders = [MANIFEST_DIR, INDEX_DIR, STATISTICS_DIR, *_bucket_folders(table, data, keys)]
     for inside in external_folders_inside(table):
         folders += [f for f in _bucket_folders(table, inside, keys) if f not in folders]
     listed = [

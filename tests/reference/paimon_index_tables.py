@@ -83,7 +83,8 @@ SPECS = (
         "pk_changelog_input",
         ("id", "part"),
         ("part",),
-        {**DV, "bucket": "1", "changelog-producer": "input"},
+        # data files under `data/` (`data-file.path-directory`): the partition folders too
+        {**DV, "bucket": "1", "changelog-producer": "input", "data-file.path-directory": "data"},
     ),
     IndexTableSpec(
         "pk_tagged",

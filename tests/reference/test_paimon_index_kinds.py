@@ -139,7 +139,10 @@ def test_verify_passes_on_every_snapshot(paimon_index_tables: dict[str, Any]) ->
 def test_the_fixtures_have_what_they_claim(paimon_index_tables: dict[str, Any]) -> None:
     lookup = Path(paimon_index_tables["pk_changelog_lookup"]["path"])
     assert list(lookup.glob("changelog/changelog-*")) and list(lookup.glob("bucket-*/changelog-*"))
-    assert list(Path(paimon_index_tables["pk_changelog_input"]["path"]).glob("*/*/changelog-*"))
+    # `data-file.path-directory` data: partition folders under data/
+    assert list(
+        Path(paimon_index_tables["pk_changelog_input"]["path"]).glob("data/*/*/changelog-*")
+    )
     tagged = Path(paimon_index_tables["pk_tagged"]["path"])
     assert sorted(p.name for p in tagged.glob("tag/tag-*")) == ["tag-t1", "tag-t2"]
     assert [p.name for p in tagged.glob("snapshot/snapshot-*")] == ["snapshot-6"]

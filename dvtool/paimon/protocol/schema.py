@@ -26,6 +26,8 @@ BUCKET = "bucket"
 TARGET_FILE_SIZE = "target-file-size"
 DEFAULT_PARTITION_NAME = "partition.default-name"
 LEGACY_PARTITION_NAME = "partition.legacy-name"
+DATA_FILE_PATH_DIRECTORY = "data-file.path-directory"
+"""The folder under the table that holds the partition and bucket folders (default: none)."""
 DYNAMIC_BUCKET = -1
 POSTPONE_BUCKET = -2
 # CoreOptions.TARGET_FILE_SIZE: 128 MiB for primary-key tables, 256 MiB for append tables.
@@ -115,6 +117,12 @@ class TableSchema:
     @property
     def bitmap64(self) -> bool:
         return _bool_option(self.options, DV_BITMAP64)
+
+    @property
+    def data_directory(self) -> str:
+        """The folder (relative to the table, "" for the table folder) that holds the
+        partition and bucket folders: `data-file.path-directory`."""
+        return self.options.get(DATA_FILE_PATH_DIRECTORY, "").strip().strip("/")
 
     @property
     def target_file_size(self) -> int | None:

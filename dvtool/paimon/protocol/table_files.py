@@ -82,13 +82,16 @@ class LiveDataFile:
     dv: DeletionVectorMeta | None
     dv_file: LiveIndexFile | None
     visible: bool
+    data_dir: str = ""
+    """The table's `data-file.path-directory`: the folder the partition folders are in."""
 
     @property
     def path(self) -> str:
         """Relative to the table, or the external path the manifest names."""
         if self.meta.external_path:
             return self.meta.external_path
-        folder = "/".join(p for p in (self.partition.path, bucket_dir(self.bucket)) if p)
+        parts = (self.data_dir, self.partition.path, bucket_dir(self.bucket))
+        folder = "/".join(p for p in parts if p)
         return f"{folder}/{self.meta.file_name}"
 
     @property
@@ -163,6 +166,7 @@ def table_files(
             else:
                 dvs[key] = (live, dv)
     hidden_level0 = schema.has_primary_key and schema.deletion_vectors
+    data_dir = schema.data_directory
     for e in data_entries:
         found = dvs.get((e.partition, e.bucket, e.file.file_name))
         out.data.append(
@@ -173,6 +177,7 @@ def table_files(
                 dv=found[1] if found else None,
                 dv_file=found[0] if found else None,
                 visible=not (hidden_level0 and e.file.level == 0),
+                data_dir=data_dir,
             )
         )
     return out
