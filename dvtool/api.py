@@ -91,6 +91,7 @@ def inspect(
     count_rows: bool = False,
     storage_options: Mapping[str, str] | None = None,
     catalog: str | None = None,
+    branch: str | None = None,
 ) -> InspectResult | IcebergInspectResult | PaimonInspectResult:
     """The table's summary (and its files, history, verification, gates); `dvtool inspect`.
 
@@ -101,6 +102,7 @@ def inspect(
     commits or snapshots, `verify` reads every data file footer and DV (and every delete
     file), `checks` are the `--check` gates (`{"max-deleted-ratio": 0.2}`), `count_rows`
     reads footers of files without `numRecords` (Iceberg: applies equality deletes).
+    `branch` reads a Paimon table's branch (`--branch`; `UsageError` on other tables).
     `result.exit_code` is what the CLI would exit with (6 when `verify` found problems, 3
     when a gate failed, else 0).
     """
@@ -120,6 +122,8 @@ def inspect(
     gates = [f"{k}={v}" for k, v in (checks or {}).items()]
     interrupts.begin_library_call()
     opened = open_readable_table(os.fspath(table), dict(storage_options or {}), catalog)
+    if branch is not None and not isinstance(opened, PaimonTable):
+        raise UsageError("branch applies to Paimon tables (their branch/branch-NAME folders)")
     if isinstance(opened, DeltaLog):
         return run_inspect(opened, replace(request, checks=tuple(map(parse_check, gates))))
     if isinstance(opened, PaimonTable):
@@ -127,6 +131,7 @@ def inspect(
         from dvtool.commands.inspect.paimon_checks import parse_paimon_check
 
         paimon_checks = tuple(map(parse_paimon_check, gates))
+        opened = opened if branch is None else opened.open_branch(branch)
         return run_inspect_paimon(opened, replace(request, checks=paimon_checks))
     from dvtool.commands.inspect.iceberg import run_inspect_iceberg
     from dvtool.commands.inspect.iceberg_checks import parse_iceberg_check

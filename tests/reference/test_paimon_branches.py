@@ -28,8 +28,11 @@ from typing import Any
 
 import pytest
 
+import dvtool
+from dvtool.errors import UsageError
 from tests.cli_helpers import all_output, run
 from tests.engines.jvm_engines import JvmSession
+from tests.oracles import GOLDEN
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_branch_tables import build_all
 from tests.reference.test_paimon_vacuum import DAY_MS, PAIMON_CLEAN, _age, _files, _plant, _strays
@@ -216,9 +219,12 @@ def test_inspect_reads_each_branch_as_paimon_does(
         assert doc["branch"] == branch and doc["verify"]["ok"], doc["verify"]["problems"]
         paimon = _read(paimon_java, path, branch, None)["rows"]
         assert doc["logical_rows"] == len(rows) == len(paimon)
+        assert dvtool.inspect(path, branch=branch).to_dict()["logical_rows"] == len(paimon)
     history = cli_json("inspect", path, "--branch", "idle", "--history")["history"]
     assert [h["snapshot_id"] for h in history] == [2]  # its copy of tag t1
     unknown = run("inspect", path, "--branch", "nope")
     assert unknown.exit_code == 5
     assert "no branch 'nope' (its branches: dev, idle)" in all_output(unknown)
     assert run("inspect", path, "-r", "--branch", "dev").exit_code == 2
+    with pytest.raises(UsageError, match="branch applies to Paimon tables"):
+        dvtool.inspect(GOLDEN / "table-with-dv-small", branch="dev")
