@@ -5,7 +5,8 @@ sessions and fixture tables as tests/reference, never a second copy).
 Every test under tests/reference/, and every test elsewhere that uses an engine's fixture,
 is marked `reference_engines` and put in an xdist group by the engine it uses:
 `reference-delta:spark-written` (Delta Spark with the `spark_written` tables, built once),
-`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story),
+`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story; xdist's
+workers collect these first, so they are handed out before the other one-test units),
 `reference-iceberg-paimon`, or for the tests of dvtool's Iceberg writes
 `reference-iceberg-writes` and `reference-iceberg-faults` (`ICEBERG_WRITE_GROUPS`), so with
 `pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
@@ -27,6 +28,7 @@ behind a SQL (SQLite) catalog, a REST catalog server and on the S3 emulator
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,11 +92,20 @@ def _group(item: pytest.Item) -> str | None:
 # the top-level conftest is registered before it (hooks run last-registered first).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    alone = set()
     for item in items:
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.reference_engines)
             item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None and group == f"reference-delta:{item.nodeid}":
+            alone.add(item.nodeid)
+    # xdist 3.8 hands out the groups with the most tests first, then the one-test units in
+    # collection order: the self-contained Delta tests (a story each, up to two minutes) go
+    # first among those, so that none is left for the end of the run beside an idle worker.
+    # (Only in xdist's workers: a run in one process keeps the quick tests first.)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.nodeid not in alone)
 
 
 @pytest.fixture(scope="session")
