@@ -6,8 +6,8 @@ it: their tests that use it are put in the xdist group `spark-engine` (`SPARK_EN
 that asks for it by `request.getfixturevalue` is marked so by hand), so that with
 `-n 2 --dist loadgroup` they run on one worker, one after the other, on one session (one
 JVM start, not one per module and worker). Its session is created by the first call and
-stopped as soon as the process moves on to a test outside the group
-(`pytest_runtest_teardown`), as in tests/predicate/conftest.py: a session kept for the
+stopped as soon as the process moves on to a test neither in the group nor in the same
+module (`pytest_runtest_teardown`), as in tests/predicate/conftest.py: a session kept for the
 whole run once shared its worker with a segmentation fault in an unrelated test; a later
 test of the group starts it again. `spark_standalone` and `spark_connect` give the workers
 this venv's interpreter and the repository; `stock_standalone` and `stock_connect` (one per
@@ -65,9 +65,9 @@ def spark_engine() -> Iterator[SparkEngine]:
 
 @pytest.hookimpl(trylast=True)  # after the fixtures' own teardown
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Stop the engine's session when the next test is not in its group (the engine starts
-    a new one if a later test of the group asks)."""
-    if _engines and (nextitem is None or not _in_group(nextitem)):
+    """Stop the engine's session when the next test is neither in its group nor in the same
+    module (the engine starts a new one if a later test of the group asks)."""
+    if _engines and (nextitem is None or (nextitem.path != item.path and not _in_group(nextitem))):
         _engines[0].stop()
 
 
