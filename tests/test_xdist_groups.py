@@ -5,8 +5,9 @@ an engine in a group, so that each JVM starts, and each fixture table set is bui
 one worker. Two things have silently broken that before: pytest 9.2's node ids, which
 xdist 3.8 no longer suffixes with the group (pytest-xdist#1386; the test extra pins
 pytest<9.2), and the order of the hooks (the grouping hook must run before xdist's). This
-runs the real plugin in a small project, with a stand-in for an engine's fixture, and
-checks that the grouped tests all ran on one worker with their group in the node id.
+runs the real plugin in a small project, with stand-ins for the engines' fixtures, and
+checks that the grouped tests all ran on one worker with their group in the node id, and
+that a self-contained Delta test is handed out before the plain tests collected before it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ pytest_plugins = ["tests.reference.engine_fixtures"]
 @pytest.fixture(scope="session")
 def iceberg_tables():  # stands in for the engine-built tables
     return {}
+
+
+@pytest.fixture(scope="session")
+def delta_spark():  # stands in for the Delta Spark session of a self-contained story
+    return None
 """
 
 TESTS = """
@@ -43,6 +49,10 @@ def test_engine(i, iceberg_tables):
 
 @pytest.mark.parametrize("i", range(6))
 def test_plain(i):
+    time.sleep(0.2)
+
+
+def test_story(delta_spark):
     time.sleep(0.2)
 """
 
@@ -69,3 +79,7 @@ def test_engine_tests_share_one_worker(tmp_path: Path) -> None:
             assert test.endswith("@reference-iceberg-paimon"), test
     assert len(workers["tests/test_groups.py::test_engine"]) == 1, done.stdout
     assert len(workers["tests/test_groups.py::test_plain"]) >= 1
+    # A self-contained Delta story, though collected last, is handed out before the plain
+    # one-test units (so that a long one is never left for the end of a run).
+    passed = re.findall(r"PASSED tests/test_groups\.py::test_(story|plain)", done.stdout)
+    assert passed[0] == "story", done.stdout

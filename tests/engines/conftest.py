@@ -1,8 +1,15 @@
 """Fixtures for the Spark engine tests: Spark servers on 127.0.0.1, stopped by process id.
 
 The helpers live in spark_cluster.py; pyspark is imported only when a fixture is used.
-`spark_engine` is one local SparkEngine per module (its session created by the first call,
-stopped after the module's tests). `spark_standalone` and `spark_connect` give the workers
+`spark_engine` is one local SparkEngine for the test process, shared by the modules that use
+it: their tests that use it are put in the xdist group `spark-engine` (`SPARK_ENGINE`; a test
+that asks for it by `request.getfixturevalue` is marked so by hand), so that with
+`-n 2 --dist loadgroup` they run on one worker, one after the other, on one session (one
+JVM start, not one per module and worker). Its session is created by the first call and
+stopped as soon as the process moves on to a test neither in the group nor in the same
+module (`pytest_runtest_teardown`), as in tests/predicate/conftest.py: a session kept for the
+whole run once shared its worker with a segmentation fault in an unrelated test; a later
+test of the group starts it again. `spark_standalone` and `spark_connect` give the workers
 this venv's interpreter and the repository; `stock_standalone` and `stock_connect` (one per
 module) give them the stock interpreter of stock_python.py (pyarrow, pandas, numpy only), as
 on a real cluster, and check with a Spark job that the executors really run it and cannot
@@ -24,18 +31,44 @@ if TYPE_CHECKING:
     from tests.engines.spark_cluster import Server
 
 
-@pytest.fixture(scope="module")
+SPARK_ENGINE = pytest.mark.xdist_group("spark-engine")
+_engines: list[SparkEngine] = []  # the process's engine, once a test asked for it
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (see engine_fixtures.py)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark_engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(SPARK_ENGINE)
+
+
+def _in_group(item: pytest.Item) -> bool:
+    return any(m.args == SPARK_ENGINE.args for m in item.iter_markers("xdist_group"))
+
+
+@pytest.fixture(scope="session")
 def spark_engine() -> Iterator[SparkEngine]:
-    """The module's one local Spark session (created lazily by the first call)."""
+    """The process's one local SparkEngine (its session created lazily by the first call,
+    stopped when the process leaves the group `spark-engine`, see the module docstring)."""
     from dvtool.engines import SparkSettings
     from dvtool.engines.spark.engine import SparkEngine
     from tests.engines.spark_cluster import DRIVER_CONF
 
     spark = SparkEngine(SparkSettings(master="local[2]", conf=DRIVER_CONF))
+    _engines.append(spark)
     try:
         yield spark
     finally:
+        _engines.remove(spark)
         spark.stop()
+
+
+@pytest.hookimpl(trylast=True)  # after the fixtures' own teardown
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the engine's session when the next test is neither in its group nor in the same
+    module (the engine starts a new one if a later test of the group asks)."""
+    if _engines and (nextitem is None or (nextitem.path != item.path and not _in_group(nextitem))):
+        _engines[0].stop()
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ sessions and fixture tables as tests/reference, never a second copy).
 Every test under tests/reference/, and every test elsewhere that uses an engine's fixture,
 is marked `reference_engines` and put in an xdist group by the engine it uses:
 `reference-delta:spark-written` (Delta Spark with the `spark_written` tables, built once),
-`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story),
+`reference-delta:TEST` (Delta Spark, a self-contained test such as one long story; xdist's
+workers collect these first, so they are handed out before the other one-test units),
 `reference-iceberg-paimon`, or for the tests of dvtool's Iceberg writes
-`reference-iceberg-writes` and `reference-iceberg-faults` (`ICEBERG_WRITE_GROUPS`; their
-fixture tables are built once per worker), so with
+`reference-iceberg-writes` and `reference-iceberg-faults` (`ICEBERG_WRITE_GROUPS`), so with
 `pytest -n 2 --dist loadgroup` the groups spread over the workers beside the rest of the
 suite, and each engine's JVM starts at most once per worker (about 6 s with the jars cached;
 the first run on a machine fetches them). The sessions are started on first use and
@@ -18,14 +18,17 @@ stopped (by process group) when the run ends.
 position deletes, deletion vectors and equality deletes, partition spec evolution,
 compaction and expiry, Flink's upserts; Paimon with deletion vectors), built once per run by
 tests/reference/iceberg_tables.py and paimon_tables.py (their docstrings say which tables
-and how to build them by hand). `iceberg_sql_catalog`, `iceberg_rest_catalog` and
-`iceberg_s3_table` are Iceberg tables behind a SQL (SQLite) catalog, a REST catalog server
-and on the S3 emulator (tests/reference/iceberg_catalogs.py), each built on first use.
+and how to build them by hand); the Iceberg ones once for all the workers
+(`tests.shared_builds`), the Paimon ones by the one worker of their group.
+`iceberg_sql_catalog`, `iceberg_rest_catalog` and `iceberg_s3_table` are Iceberg tables
+behind a SQL (SQLite) catalog, a REST catalog server and on the S3 emulator
+(tests/reference/iceberg_catalogs.py), each built on first use.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,11 +40,12 @@ from tests.reference import iceberg_catalogs, spark_tables
 from tests.reference import iceberg_tables as iceberg_tables_module
 from tests.reference import paimon_tables as paimon_tables_module
 from tests.s3_server import S3Server
+from tests.shared_builds import shared_build
 
 HERE = Path(__file__).resolve().parent
 # The tests of dvtool's Iceberg writes, in groups of their own beside
 # `reference-iceberg-paimon` (the read side, the commit layers, Paimon), so the Iceberg work
-# spreads over the workers (each group's worker builds the fixture tables once).
+# spreads over the workers (they share one build of the fixture tables).
 ICEBERG_WRITE_GROUPS = {
     "test_iceberg_delete.py": "reference-iceberg-writes",
     "test_iceberg_optimize_deletes.py": "reference-iceberg-writes",
@@ -88,11 +92,20 @@ def _group(item: pytest.Item) -> str | None:
 # the top-level conftest is registered before it (hooks run last-registered first).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    alone = set()
     for item in items:
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.reference_engines)
             item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None and group == f"reference-delta:{item.nodeid}":
+            alone.add(item.nodeid)
+    # xdist 3.8 hands out the groups with the most tests first, then the one-test units in
+    # collection order: the self-contained Delta tests (a story each, up to two minutes) go
+    # first among those, so that none is left for the end of the run beside an idle worker.
+    # (Only in xdist's workers: a run in one process keeps the quick tests first.)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.nodeid not in alone)
 
 
 @pytest.fixture(scope="session")
@@ -130,13 +143,19 @@ def spark_written(
 
 
 @pytest.fixture(scope="session")
-def iceberg_tables(
-    iceberg_spark: JvmSession, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
-    """The Iceberg tables of tests/reference/iceberg_tables.py with their manifest entries,
-    built once per run in `iceberg_spark`'s catalog: read-only (see that module)."""
-    out = tmp_path_factory.mktemp("iceberg-tables")
-    return iceberg_tables_module.load_manifest(iceberg_tables_module.build_all(iceberg_spark, out))
+def iceberg_tables(iceberg_spark: JvmSession) -> dict[str, Any]:
+    """The Iceberg tables of tests/reference/iceberg_tables.py with their manifest entries:
+    built once per run by the first test process to ask (`tests.shared_builds`), with its
+    `iceberg_spark`, and attached to every process's `iceberg_spark` as
+    `fixture.fixtures.NAME`; read-only, shared by the processes (see that module)."""
+
+    def build(out: Path) -> None:
+        out.mkdir()
+        iceberg_tables_module.build_all(iceberg_spark, out)
+
+    out = shared_build("iceberg-tables", build)
+    iceberg_tables_module.attach_fixtures(iceberg_spark, out)
+    return iceberg_tables_module.load_manifest(out / "iceberg-manifest.json")
 
 
 @pytest.fixture(scope="session")

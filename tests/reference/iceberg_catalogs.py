@@ -49,6 +49,7 @@ from tests.engines.jvm_engines import (
 from tests.engines.spark_cluster import LOCALHOST, Server
 from tests.reference.iceberg_tables import (
     TableSpec,
+    configure_catalog,
     create_sql,
     delete_multiples,
     expected_rows,
@@ -83,15 +84,6 @@ class CatalogTable:
     expected: list[Row]
 
 
-def configure_catalog(session: JvmSession, name: str, settings: dict[str, str]) -> None:
-    """Set `spark.sql.catalog.NAME` (an Iceberg SparkCatalog) and its settings in the
-    session; Spark loads the catalog on first use."""
-    conf = {f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog"}
-    conf.update({f"spark.sql.catalog.{name}.{k}": v for k, v in settings.items()})
-    code = "for k, v in args['conf'].items():\n    spark.conf.set(k, v)"
-    session.python(code, conf=conf)
-
-
 def build_in_catalog(session: JvmSession, catalog: str, spec: TableSpec) -> tuple[str, str]:
     """Create and write `spec`'s table in `catalog` (SQL steps only); its identifier in the
     catalog and its current metadata file."""
@@ -100,7 +92,7 @@ def build_in_catalog(session: JvmSession, catalog: str, spec: TableSpec) -> tupl
     session.sql(create_sql(spec, table))
     for step in spec.steps:
         assert step.run is None, "catalog tables are written with SQL only"
-        session.sql(step.sql.format(t=table, n=f"{NAMESPACE}.{spec.name}"))
+        session.sql(step.sql.format(t=table, n=f"{NAMESPACE}.{spec.name}", c=catalog))
     latest = f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
     return f"{NAMESPACE}.{spec.name}", str(session.rows(latest)[0]["file"])
 

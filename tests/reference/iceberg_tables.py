@@ -1,7 +1,8 @@
 """Iceberg tables with row-level deletes, written by Iceberg's Spark runtime, for the tests.
 
-What it builds (`build_all(session, out)`: ALL_SPECS), each in the Hadoop catalog `local` of the
-session (`local.fixtures.NAME`, location `{warehouse}/fixtures/NAME`), all merge-on-read
+What it builds (`build_all(session, out)`: ALL_SPECS), each in the Hadoop catalog `fixture` of
+the session (`fixture.fixtures.NAME`, location `OUT/iceberg-warehouse/fixtures/NAME`; any
+session reads them there after `attach_fixtures(session, out)`), all merge-on-read
 (`write.delete.mode`, `write.update.mode`, `write.merge.mode`), schema
 `(id BIGINT, cat STRING, d DATE, v BIGINT)`, 80 rows in two INSERTs then DELETE, UPDATE and
 MERGE (see `STEPS`), first `SPECS`:
@@ -41,13 +42,16 @@ intends (`Step.apply`), not by reading the table back: `iceberg-manifest.json` i
 table, its location, latest metadata file, format version and expected rows.
 
 Fixture: `iceberg_tables` (tests/reference/engine_fixtures.py), built once per test run into a
-temporary folder; treat it as read-only. Iceberg metadata holds absolute paths, so a byte
+temporary folder shared by the run's processes (the xdist workers; `tests.shared_builds`),
+each of which attaches it to its session as catalog `fixture` (`attach_fixtures`): treat it as
+read-only, a write would reach every process. Iceberg metadata holds absolute paths, so a byte
 copy of a table still points at the original's files: a test that writes takes a copy with
 `copy_table(session, entry, dst)` (Iceberg's `rewrite_table_path`; not for `v2_to_v3`,
 which Iceberg 1.12 cannot rewrite) or builds its own with `build_table(session, spec)`.
 
 By hand: `python -m tests.reference.iceberg_tables OUT_DIR` builds them all into OUT_DIR
-(the warehouse is OUT_DIR/iceberg-warehouse) and prints the manifest's path.
+(the warehouse is OUT_DIR/iceberg-warehouse, that of the session's `local` catalog too) and
+prints the manifest's path.
 """
 
 from __future__ import annotations
@@ -71,11 +75,14 @@ Row = dict[str, Any]
 State = dict[int, Row]
 MOR = ("write.delete.mode", "write.update.mode", "write.merge.mode")
 DAY0 = dt.date(2024, 1, 1)
+# The Hadoop catalog of the fixture tables (`fixture.fixtures.NAME`), beside `local`: its
+# warehouse is the folder they were built into (`attach_fixtures`).
+FIXTURE_CATALOG = "fixture"
 
 
 @dataclass(frozen=True)
 class Step:
-    """One write: its SQL (`{t}` is the table, `{n}` its name in the catalog, for CALLs) and
+    """One write: its SQL (`{t}` is the table, `{n}` its name in its catalog `{c}`, for CALLs) and
     its intended effect on the rows by id; or, with `run`, a commit made in Python with
     Iceberg's Java API (`run(session, location)`; `sql` then only describes it)."""
 
@@ -85,8 +92,9 @@ class Step:
 
 
 def procedure(call: str) -> Step:
-    """`CALL local.system.{call}` (maintenance: no change to the rows)."""
-    return Step(f"CALL local.system.{call}", lambda state: None)
+    """`CALL {c}.system.{call}` in the table's catalog `{c}` (maintenance: no change to the
+    rows)."""
+    return Step(f"CALL {{c}}.system.{call}", lambda state: None)
 
 
 def alter(change: str) -> Step:
@@ -370,15 +378,31 @@ def latest_metadata(location: Path) -> Path:
     return max(files, key=lambda p: int(p.name[1:].split(".")[0]))
 
 
-def build_table(session: JvmSession, spec: TableSpec, db: str = "fixtures") -> dict[str, Any]:
-    """Create and write one table in the session's `local` catalog; its manifest entry."""
-    table = f"local.{db}.{spec.name}"
-    location = warehouse(session) / db / spec.name
-    session.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{db}")
+def configure_catalog(session: JvmSession, name: str, settings: dict[str, str]) -> None:
+    """Set `spark.sql.catalog.NAME` (an Iceberg SparkCatalog) and its settings in the
+    session; Spark loads the catalog on first use."""
+    conf = {f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog"}
+    conf.update({f"spark.sql.catalog.{name}.{k}": v for k, v in settings.items()})
+    code = "for k, v in args['conf'].items():\n    spark.conf.set(k, v)"
+    session.python(code, conf=conf)
+
+
+def build_table(
+    session: JvmSession,
+    spec: TableSpec,
+    db: str = "fixtures",
+    catalog: tuple[str, Path] | None = None,
+) -> dict[str, Any]:
+    """Create and write one table in the session's `local` catalog, or in the Hadoop
+    catalog `catalog` (its name and warehouse); its manifest entry."""
+    name, root = catalog or ("local", warehouse(session))
+    table = f"{name}.{db}.{spec.name}"
+    location = root / db / spec.name
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}.{db}")
     session.sql(create_sql(spec, table))
     for step in spec.steps:
         if step.run is None:
-            session.sql(step.sql.format(t=table, n=f"{db}.{spec.name}"))
+            session.sql(step.sql.format(t=table, n=f"{db}.{spec.name}", c=name))
         else:
             step.run(session, location)
             session.sql(f"REFRESH TABLE {table}")
@@ -404,8 +428,9 @@ def copy_table(session: JvmSession, entry: dict[str, Any], dst: Path) -> Path:
     the files written before the upgrade to v3 have no row-lineage ids): build that one
     afresh with `build_table` instead."""
     stage = dst.parent / f"{dst.name}.staging"
+    catalog, name = entry["table"].split(".", 1)
     answer = session.rows(
-        f"CALL local.system.rewrite_table_path(table => '{entry['table'].split('.', 1)[1]}',"
+        f"CALL {catalog}.system.rewrite_table_path(table => '{name}',"
         f" source_prefix => '{entry['location']}', target_prefix => '{dst}',"
         f" staging_location => '{stage}/')"
     )[0]
@@ -420,11 +445,24 @@ def copy_table(session: JvmSession, entry: dict[str, Any], dst: Path) -> Path:
 
 
 def build_all(session: JvmSession, out: Path) -> Path:
-    """Build every table of ALL_SPECS; write and return OUT/iceberg-manifest.json."""
-    manifest = {spec.name: build_table(session, spec) for spec in ALL_SPECS}
+    """Build every table of ALL_SPECS into OUT/iceberg-warehouse/fixtures, through the
+    session's Hadoop catalog `FIXTURE_CATALOG` (`attach_fixtures`), so that the tables
+    outlive the session and serve others; write and return OUT/iceberg-manifest.json."""
+    attach_fixtures(session, out)
+    catalog = (FIXTURE_CATALOG, out / "iceberg-warehouse")
+    manifest = {spec.name: build_table(session, spec, catalog=catalog) for spec in ALL_SPECS}
     path = out / "iceberg-manifest.json"
     path.write_text(json.dumps(manifest, indent=1))
     return path
+
+
+def attach_fixtures(session: JvmSession, out: Path) -> None:
+    """Make the tables `build_all` builds into OUT the session's `FIXTURE_CATALOG.fixtures.NAME`
+    (a Hadoop catalog whose warehouse is OUT/iceberg-warehouse): a session that did not
+    build them reads them there as the one that did."""
+    configure_catalog(
+        session, FIXTURE_CATALOG, {"type": "hadoop", "warehouse": str(out / "iceberg-warehouse")}
+    )
 
 
 def load_manifest(path: Path) -> dict[str, Any]:

@@ -165,9 +165,10 @@ def _copy_to_s3(session: JvmSession, entry: dict[str, Any], s3: S3Server, prefix
     """The fixture table copied to `s3://bucket/prefix` (its paths rewritten by Iceberg's
     `rewrite_table_path`, the files uploaded, a version hint); returns the table URI."""
     target = s3.uri(prefix)
-    stage = Path(entry["location"]).parent / f"{prefix.replace('/', '_')}.staging"
+    stage = session.workdir / f"{prefix.replace('/', '_')}.staging"  # not beside the fixture
+    catalog, name = entry["table"].split(".", 1)
     answer = session.rows(
-        f"CALL local.system.rewrite_table_path(table => '{entry['table'].split('.', 1)[1]}',"
+        f"CALL {catalog}.system.rewrite_table_path(table => '{name}',"
         f" source_prefix => '{entry['location']}', target_prefix => '{target}',"
         f" staging_location => '{stage}/')"
     )[0]
