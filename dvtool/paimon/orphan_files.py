@@ -15,7 +15,8 @@ procedure finds them (`OrphanFilesClean`, shared by its local and Spark cleaners
 - What is listed: the files directly in `manifest/`, `index/` and `statistics/`, and in
   every `bucket-*` folder found by descending exactly as many `key=value` partition
   folders as the table has partition keys, from the table folder or from its
-  `data-file.path-directory` (branches share these folders: they have none of their own). Nothing else is ever a candidate: not the table root, `schema/`,
+  `data-file.path-directory` (branches share these folders: they have none of their own).
+  Nothing else is ever a candidate: not the table root, `schema/`,
   `snapshot/`, `tag/`, `consumer/`, `branch/`, a partition folder above its buckets.
 - External data paths (`data-file.external-paths`): Paimon's cleaner lists their bucket
   folders too and deletes the orphans there. dvtool never deletes outside the table
