@@ -134,7 +134,8 @@ def _delete_iceberg(
     "where",
     metavar="SQL",
     help="Restrict to partitions (partition columns only); Iceberg: to the data files whose "
-    "column metrics may hold a matching row.",
+    "column metrics may hold a matching row (--rewrite-deletes: to the delete files of the "
+    "partitions that may hold one).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option(

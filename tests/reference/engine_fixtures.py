@@ -49,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 ICEBERG_WRITE_GROUPS = {
     "test_iceberg_delete.py": "reference-iceberg-writes",
     "test_iceberg_optimize_deletes.py": "reference-iceberg-writes",
+    "test_iceberg_rewrite_deletes_where.py": "reference-iceberg-writes",
     "test_iceberg_concurrency.py": "reference-iceberg-writes",
     "test_iceberg_rewrites.py": "reference-iceberg-writes",
     "test_iceberg_maintain.py": "reference-iceberg-writes",

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from dvtool.commands.iceberg_layout import metrics_verdict, parse_predicate, stats_paths
+from dvtool.commands.iceberg_partition_filter import partition_match
 from dvtool.commands.optimize.iceberg_binpack import Sizes, plan_compaction, target_size
 from dvtool.commands.optimize.iceberg_deletes import (
     DeletePlan,
@@ -42,6 +43,7 @@ from dvtool.iceberg.transaction import Outcome, Prepared, Written, commit_transa
 from dvtool.predicate import Match
 
 if TYPE_CHECKING:
+    from dvtool.commands.iceberg_partition_filter import PartitionMatch
     from dvtool.engines.base import Engine
     from dvtool.iceberg.live_files import LiveDataFile
     from dvtool.iceberg.tables import IcebergTable
@@ -64,7 +66,9 @@ class IcebergOptimizeRequest:
     where: str | None = None
     """purge and compact: only data files whose column metrics say some row may match
     (Iceberg Spark's `rewrite_data_files(where => ...)`: any column, files judged by their
-    metrics, every row of a chosen file rewritten)."""
+    metrics, every row of a chosen file rewritten); rewrite-deletes: only the delete files
+    of partitions the filter's inclusive projection may match (Iceberg Spark's
+    `rewrite_position_delete_files(where => ...)`)."""
     batch_size: int | None = None
     """purge and compact: commit every `batch_size` new files (bins), one snapshot each
     (Iceberg Spark's `partial-progress.enabled`); None: one snapshot."""
@@ -144,9 +148,13 @@ def run_optimize_iceberg(
         raise UsageError(f"unknown Iceberg optimize operation {request.operation!r}")
     if request.operation not in DELETE_OPERATIONS:
         return _run_rewrite(table, request, _EngineChoice(engine_for))
-    if request.where is not None or request.batch_size is not None:
-        flag = "--where" if request.where is not None else "--batch-size"
-        raise UsageError(f"{flag} applies to --purge and compaction on Iceberg tables")
+    if request.batch_size is not None:
+        raise UsageError("--batch-size applies to --purge and compaction on Iceberg tables")
+    if request.where is not None and request.operation != "rewrite-deletes":
+        raise UsageError(
+            "--where applies to --purge, compaction and --rewrite-deletes on Iceberg tables"
+        )
+    where = _partition_selection(table, request.where)
     if table.metadata.format_version < 2:
         raise WriteRefusedError(
             "Iceberg v1 tables have no delete files to rewrite",
@@ -157,7 +165,7 @@ def run_optimize_iceberg(
         started = time.monotonic()
         live = live_files(base)
         plan = (
-            plan_rewrite(base, live)
+            plan_rewrite(base, live, where)
             if request.operation == "rewrite-deletes"
             else (plan_convert(base, live))
         )
@@ -340,6 +348,14 @@ def _selection(
     predicate = parse_predicate(table.metadata, where, now)
     paths = stats_paths(table.metadata.schema(), predicate.columns)
     return lambda live: metrics_verdict(predicate, live, paths) is not Match.NONE
+
+
+def _partition_selection(table: IcebergTable, where: str | None) -> PartitionMatch | None:
+    """The partitions `where` may match (None: every one), as Iceberg Spark's
+    `rewrite_position_delete_files` selects delete files: by an inclusive projection."""
+    if where is None:
+        return None
+    return partition_match(table.metadata, parse_predicate(table.metadata, where, None))
 
 
 def _rewrite_result(

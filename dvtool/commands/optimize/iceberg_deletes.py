@@ -36,7 +36,9 @@ from dvtool.iceberg.row_deletes import EntryKey, file_scoped, write_dvs, write_p
 from dvtool.iceberg.snapshot_producer import SnapshotChanges
 
 if TYPE_CHECKING:
+    from dvtool.commands.iceberg_partition_filter import PartitionMatch
     from dvtool.iceberg.concurrent_changes import ConcurrentChanges
+    from dvtool.iceberg.delete_index import DeleteFileEntry
     from dvtool.iceberg.live_files import LiveFiles
     from dvtool.iceberg.tables import IcebergTable
     from dvtool.iceberg.transaction import Written
@@ -66,15 +68,26 @@ def _live_positions(deleted: Deleted, records: int) -> BitMap64:
     return deleted.positional & all_rows(records)
 
 
-def plan_rewrite(table: IcebergTable, live: LiveFiles) -> DeletePlan:
-    """REWRITE: combine position deletes per partition (v2), or turn them into DVs (v3)."""
+def plan_rewrite(
+    table: IcebergTable, live: LiveFiles, where: PartitionMatch | None = None
+) -> DeletePlan:
+    """REWRITE: combine position deletes per partition (v2), or turn them into DVs (v3);
+    with `where` (`--where`), only the delete files of the partitions it may match, as
+    Iceberg Spark's `rewrite_position_delete_files(where => ...)` (dangling ones included:
+    those of other partitions stay, as Spark leaves them)."""
     plan = DeletePlan(deletion_vectors=table.metadata.format_version >= 3, combine=True)
+
+    def in_scope(d: DeleteFileEntry) -> bool:
+        return where is None or where(d.spec_id, d.partition)
+
     dangling = dangling_deletes(live.deletes, live.index, (d.entry for d in live.data))
     plan.removed |= {
-        (d.path, d.content_offset) for d in dangling if d.content is not DeleteContent.EQUALITY
+        (d.path, d.content_offset)
+        for d in dangling
+        if d.content is not DeleteContent.EQUALITY and in_scope(d)
     }
     v3 = table.metadata.format_version >= 3
-    positional = [d for d in live.deletes if d.content is DeleteContent.POSITION]
+    positional = [d for d in live.deletes if d.content is DeleteContent.POSITION and in_scope(d)]
     if v3:
         chosen = {(d.path, d.content_offset) for d in positional}
     else:
