@@ -14,26 +14,31 @@ Iceberg Spark's `rewrite_data_files` (bin-pack: `BinPackRewriteFilePlanner` over
   the maximum, or a file with too many deletes;
 - a group's bytes become `expected_output_files` files (Java's rounding: a remainder above
   the minimum size gets its own file, else it is spread when the files stay within 110% of
-  the target): a file above the maximum is split over several new files.
+  the target), read in splits of the group's split size (`inputSplitSize`: the group's
+  bytes over that count, plus 5 KiB, kept between the target and the write maximum): a file
+  above the maximum is split over several new files.
 
-How the rows go into those files. Java plans each group's `expectedOutputFiles` and a split
-size of the group's bytes over that count plus 5 KiB (`inputSplitSize`); Spark
-(`SparkBinPackFileRewriteRunner`) then reads the group in splits of that size, the files
-cut at their row groups and packed first fit, and writes each split as one file, rolling
-over to another whenever the writer's estimate of its size (bytes written plus the bytes
-it buffers, checked every 1000 rows) passes the write maximum (target + half the way to the
-maximum). dvtool writes the planned count: the group's files, in order, cut into
-`expected_output_files` new files of near-equal input bytes (`split_group`: a large file cut
-by rows, each row weighing its file's bytes over its rows, deleted rows included as in
-Spark's splits; a file no larger than a new file's share never cut). So the count and sizes
-are Java's plan: Spark's splits match it when the row groups are small against the split
-size, but what Spark finally writes depends on its row groups (a file of one row group is
-one split, cut only by the rolling writer) and on its writer's size estimate, which for
-small files overshoots (with a target of a few KB it rolls every 1000 rows); dvtool does
-not roll by bytes: the plan is fixed on the driver (its dry run lists every new file, and
-the Spark engine writes each new file as its own task). The new files a large file is cut
-over are one bin (committed together: a file is never half rewritten); each keeps its rows'
-order.
+How the rows go into those files. Spark (`SparkBinPackFileRewriteRunner`) reads a group in
+splits of the split size (its files cut at their row groups, the pieces packed first fit)
+and writes each split as one new file, rolling over to another whenever its writer's
+estimate of the file's size (bytes written plus bytes buffered, checked every 1000 rows)
+passes the write maximum (the target plus half the way to the maximum). dvtool does what the
+splits do (`split_group`): the group's files, in order, into new files of at most the split
+size of input bytes; a file no larger than the split size goes whole into the current new
+file (or starts the next one), a larger one is cut by rows (each row weighing its file's
+bytes over its rows, deleted rows included, as in Spark's split sizes), filling the current
+new file first. So a group becomes `expected_output_files` new files, all but the last of
+the split size, as Java plans it, whenever a new file's share of the group is more than 5
+KiB times the number of the other new files (at a 512 MiB target: up to 100,000 files); with
+a target of a few KB the 5 KiB overhead makes fewer, fuller files, as it makes Spark's
+splits. Cut by rows rather than row groups, a file is split as planned whatever its row
+groups; Spark reads a file of one row group in one split and only its rolling writer cuts
+it, by its size estimate (which overshoots for small files: with a target of a few KB it
+rolls every 1000 rows). dvtool does not roll by bytes written: the plan is fixed on the
+driver (the dry run lists every new file with its rows and input bytes, and the Spark engine
+writes each new file as its own task), and the new files hold about their input's bytes. The
+new files a large file is cut over are one bin (committed together: a file is never half
+rewritten); each keeps its rows' order.
 In v3 every new file holds each row's `_row_id` (`first_row_id + position` of its source
 file), so the `first_row_id`s the commit gives the new files, one range each, are inherited
 only by rows whose source had none.
@@ -48,7 +53,6 @@ and equality deletes committed meanwhile (newer) still do.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,6 +64,7 @@ from dvtool.commands.optimize.iceberg_rewrites import (
     RewriteBin,
     RewritePlan,
     Slice,
+    row_bytes,
     unused_deletes,
 )
 from dvtool.errors import UsageError
@@ -150,9 +155,9 @@ def plan_compaction(
     sequence = (snapshot.sequence_number or 0) if snapshot is not None else 0
     packed: list[tuple[list[LiveDataFile], tuple[Output, ...]]] = []
     for group in file_groups(live, sizes, selected):
-        count = sizes.expected_output_files(sum(f.entry.file_size_in_bytes for f in group))
+        split = sizes.split_size(sum(f.entry.file_size_in_bytes for f in group))
         shapes = [(f.entry.file_size_in_bytes, int(f.entry.record_count)) for f in group]
-        packed += _bins(group, split_group(shapes, count))
+        packed += _bins(group, split_group(shapes, split))
     if limit is not None:
         packed = packed[:limit]
     deleted = iter(DeletedBefore(table.io, live.index).load([f for b, _ in packed for f in b]))
@@ -164,55 +169,46 @@ def plan_compaction(
     return plan
 
 
-def split_group(files: Sequence[tuple[int, int]], count: int) -> list[Output]:
-    """A group of files of (bytes, records), in order, as `count` new files of near-equal
-    input bytes (module docstring): the group's bytes cut at each `k * bytes / count`, in a
-    file by rows (its bytes pro rata of its rows), but a file of at most a new file's share
-    is never cut (the cut moves to its nearer end). `Slice.index` is the file's index in
-    `files`; fewer files only when a file has fewer rows than cuts."""
-    total = sum(size for size, _ in files)
-    starts = [0]
-    for size, _ in files:
-        starts.append(starts[-1] + size)
-    points: list[tuple[int, int]] = []
-    for k in range(1, count):
-        point = _cut(files, starts, k * total // count, total / count)
-        if (not points or point > points[-1]) and (0, 0) < point < (len(files), 0):
-            points.append(point)
-    return _slices(files, [*points, (len(files), 0)])
-
-
-def _cut(
-    files: Sequence[tuple[int, int]], starts: list[int], offset: int, share: float
-) -> tuple[int, int]:
-    """Where the group's bytes are cut at `offset`: (file index, row position); a file's
-    start is (index, 0)."""
-    index = max(0, bisect.bisect_right(starts, offset) - 1)
-    if index >= len(files):
-        return (len(files), 0)
-    size, records = files[index]
-    within = offset - starts[index]
-    if size <= share or records <= 1:
-        return (index, 0) if 2 * within < size else (index + 1, 0)
-    row = min(records, round(within * records / size))
-    return (index, row) if row < records else (index + 1, 0)
-
-
-def _slices(files: Sequence[tuple[int, int]], ends: list[tuple[int, int]]) -> list[Output]:
-    """The new files between consecutive cut points (`ends`: each new file's end)."""
+def split_group(files: Sequence[tuple[int, int]], split: int) -> list[Output]:
+    """The new files of a group of files of (bytes, records), in order, each of about
+    `split` input bytes (module docstring): a file of at most `split` bytes goes whole
+    into the current new file, or starts the next one when it would overflow it; a larger
+    file is cut by rows (its bytes pro rata of its rows), filling the current new file
+    first. `Slice.index` is the file's index in `files`."""
     outputs: list[Output] = []
-    position = (0, 0)
-    for end in ends:
-        output = []
-        for index in range(position[0], min(end[0] + 1, len(files))):
-            records = files[index][1]
-            start = position[1] if index == position[0] else 0
-            stop = end[1] if index == end[0] else records
-            if stop > start or (records == 0 and index < end[0]):
-                output.append(Slice(index, start, stop))
-        outputs.append(tuple(output))
-        position = end
+    current: list[Slice] = []
+    used = 0
+    for index, (size, records) in enumerate(files):
+        if size <= split or records <= 1:
+            if current and used + size > split:
+                outputs.append(tuple(current))
+                current, used = [], 0
+            current.append(Slice(index, 0, records))
+            used += size
+            continue
+        start = 0
+        while start < records:
+            stop = _rows_within(size, records, start, split - used)
+            if stop == start and current:
+                outputs.append(tuple(current))
+                current, used = [], 0
+                continue
+            stop = max(stop, start + 1)  # a row heavier than the split: alone
+            current.append(Slice(index, start, stop))
+            used += row_bytes(size, records, start, stop)
+            start = stop
+    if current:
+        outputs.append(tuple(current))
     return outputs
+
+
+def _rows_within(size: int, records: int, start: int, room: int) -> int:
+    """The furthest position `stop` (at most `records`) whose rows from `start` weigh at
+    most `room` bytes (`row_bytes`)."""
+    if room < 0:
+        return start
+    limit = room + start * size // records
+    return max(start, min(records, ((limit + 1) * records - 1) // size))
 
 
 def _bins(

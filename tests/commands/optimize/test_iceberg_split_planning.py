@@ -1,9 +1,10 @@
 """Iceberg compaction of files above the maximum size (`iceberg_binpack.split_group`): split
 over several new files, as Iceberg Java's bin-pack splits them.
 
-The planner on its own: every row of every file once, in order; as many new files as Java's
-`expectedOutputFiles`, of near-equal input bytes within Java's read split size; a file no
-larger than a new file's share never cut. Then a compaction of a path table through
+The planner on its own: every row of every file once, in order; a file of at most the split
+size never cut; new files of at most the split size of input, as many as Java's
+`expectedOutputFiles` for real target sizes, and as Spark's splits (the group's bytes over
+the split size) where its 5 KiB split overhead counts. Then a compaction of a path table through
 the arrow engine: the dry run's planned outputs are the files committed, the rows those
 pyiceberg read before, at the starting sequence number. The comparison with Iceberg Spark's
 `rewrite_data_files` is in tests/reference/test_iceberg_split_compaction.py.
@@ -12,6 +13,7 @@ pyiceberg read before, at the starting sequence number. The comparison with Iceb
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,31 +51,34 @@ def _bytes(files: Sequence[tuple[int, int]], output: tuple[Slice, ...]) -> int:
 def test_a_large_file_becomes_javas_expected_output_files(size: int) -> None:
     sizes = Sizes(GB)
     files = [(size, 10_000_000)]
-    count = sizes.expected_output_files(size)
-    outputs = split_group(files, count)
+    split = sizes.split_size(size)
+    outputs = split_group(files, split)
     _check_cover(files, outputs)
-    assert len(outputs) == count
-    shares = [_bytes(files, o) for o in outputs]
-    assert max(shares) - min(shares) <= 2 * size // 10_000_000 + 1  # near-equal, by rows
-    assert max(shares) <= sizes.split_size(size)  # within Java's read split
+    assert len(outputs) == sizes.expected_output_files(size)
+    assert all(_bytes(files, o) <= split for o in outputs)
+    assert all(_bytes(files, o) > split - size // 10_000_000 for o in outputs[:-1])
 
 
-def test_small_files_stay_whole_and_large_ones_are_cut() -> None:
+@pytest.mark.parametrize(("target", "size"), [(10_000, 100_000), (32_768, 400_000)])
+def test_with_a_small_target_the_split_overhead_counts_as_in_spark(target: int, size: int) -> None:
+    """Spark reads a group in splits of the split size (the expected files' share plus
+    5 KiB): with a target of a few KB, fewer, fuller files than `expectedOutputFiles`."""
+    sizes = Sizes(target)
+    split = sizes.split_size(size)
+    outputs = split_group([(size, 5_000)], split)
+    assert len(outputs) == math.ceil(size / split) < sizes.expected_output_files(size)
+
+
+def test_small_files_go_whole_and_large_ones_are_cut() -> None:
+    split = 1000
     files = [(300, 3), (5000, 50), (400, 4), (700, 7), (2500, 1), (100, 10)]
-    total = sum(size for size, _ in files)  # 9000: 4 files of 2250
-    outputs = split_group(files, 4)
+    outputs = split_group(files, split)
     _check_cover(files, outputs)
-    assert len(outputs) == 4
     cut = {s.index for o in outputs for s in o if (s.start, s.stop) != (0, files[s.index][1])}
-    assert cut == {1}  # the single row of 2500 bytes too is never cut
-    assert outputs[0] == (Slice(0, 0, 3), Slice(1, 0, 20))  # 300 + 1950 bytes
-    assert all(abs(_bytes(files, o) - total // 4) <= 1250 for o in outputs)
-
-
-def test_a_file_of_fewer_rows_than_cuts_gives_fewer_files() -> None:
-    outputs = split_group([(10 * GB, 2)], 10)
-    _check_cover([(10 * GB, 2)], outputs)
-    assert outputs == [(Slice(0, 0, 1),), (Slice(0, 1, 2),)]
+    assert cut == {1}  # a single row above the split stays whole, in a file of its own
+    assert [o for o in outputs if any(s.index == 4 for s in o)] == [(Slice(4, 0, 1),)]
+    assert all(_bytes(files, o) <= split for o in outputs if o != (Slice(4, 0, 1),))
+    assert outputs[0] == (Slice(0, 0, 3), Slice(1, 0, 7))  # the cut file fills the first
 
 
 def _table(folder: Path) -> tuple[str, int]:
