@@ -1,10 +1,13 @@
 """The Iceberg table of the split-compaction tests, written by Iceberg Spark.
 
-A v3 table partitioned by `cat`: in `a` one file of 6000 rows, in `b` six small files (20
-rows each) and a file of 6000 rows, with deletion vectors on the rows `id % 7 = 0`, in `c`
-two small files. With a target size of a fifth of the large file's, the large files are far
-above the maximum (180%): tests/reference/test_iceberg_split_compaction.py and
-test_iceberg_spark_engine.py compact it.
+A v3 table partitioned by `cat`: in `a` one file of 30,000 rows (about 300 KB), in `b` six
+small files (20 rows each) and a file of 30,000 rows, with deletion vectors on the rows `id
+% 7 = 0`, in `c` two small files. With a target size of a fifth of the large file's (about
+60 KB), the large files are far above the maximum (180%), and a new file's share is well
+above Java's 5 KiB split overhead times the other new files (so Java's `expectedOutputFiles`
+is the count of splits: `iceberg_binpack`'s docstring):
+tests/reference/test_iceberg_split_compaction.py and test_iceberg_spark_engine.py compact
+it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from tests.engines.jvm_engines import JvmSession
 from tests.reference.iceberg_tables import warehouse
 
 NAMESPACE = "dvsplit"
-BIG = 6000
-ROWS = "SELECT id, cat, date_add(DATE'2024-01-01', CAST(id % 4 AS INT)) AS d, id * 10 AS v"
+BIG = 30_000
+# v: a hash, so that the rows do not compress away (a large file of some 300 KB)
+ROWS = "SELECT id, cat, date_add(DATE'2024-01-01', CAST(id % 4 AS INT)) AS d, xxhash64(id) AS v"
 
 
 def build_split_table(
