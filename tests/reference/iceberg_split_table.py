@@ -24,9 +24,10 @@ ROWS = "SELECT id, cat, date_add(DATE'2024-01-01', CAST(id % 4 AS INT)) AS d, xx
 
 
 def build_split_table(
-    session: JvmSession, name: str, namespace: str = NAMESPACE
+    session: JvmSession, name: str, namespace: str = NAMESPACE, big: int = BIG
 ) -> tuple[Path, str]:
-    """The table of the module docstring, written by Spark: its folder and name."""
+    """The table of the module docstring (`big` rows in each large file), written by Spark:
+    its folder and name."""
     table = f"local.{namespace}.{name}"
     session.sql(f"CREATE NAMESPACE IF NOT EXISTS local.{namespace}")
     session.sql(
@@ -40,7 +41,7 @@ def build_split_table(
         source = f"(SELECT id, {cat} AS cat FROM range({lo}, {hi}, 1, {tasks}))"
         session.sql(f"INSERT INTO {table} {ROWS} FROM {source}")
 
-    insert(0, 2 * BIG, 2, f"IF(id < {BIG}, 'a', 'b')")  # a large file in a and in b
+    insert(0, 2 * big, 2, f"IF(id < {big}, 'a', 'b')")  # a large file in a and in b
     insert(100_000, 100_160, 8, "IF(id < 100120, 'b', 'c')")  # six small in b, two in c
     session.sql(f"DELETE FROM {table} WHERE cat = 'b' AND id % 7 = 0")
     return warehouse(session) / namespace / name, table

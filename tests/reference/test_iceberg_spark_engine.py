@@ -209,7 +209,7 @@ def test_split_compaction_on_spark_equals_arrow(
     """Files far above the maximum size (tests/reference/test_iceberg_split_compaction.py's
     table) split over several new files: the Spark engine writes each as its own task, from
     its row ranges, the files the arrow engine writes."""
-    copies = {e: build_split_table(iceberg_spark, f"split_{e}", NAMESPACE) for e in ENGINES}
+    copies = {e: build_split_table(iceberg_spark, f"split_{e}", NAMESPACE, 5000) for e in ENGINES}
     expected = iceberg_spark.rows(f"SELECT * FROM {copies['arrow'][1]} ORDER BY id")
     added = {}
     for engine_name, engine in _engines(spark).items():
