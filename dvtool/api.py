@@ -324,12 +324,13 @@ def optimize(
     Iceberg tables (`catalog` opens one through a pyiceberg catalog): `purge` rewrites every
     data file that deletes apply to without its deleted rows, keeping its data sequence
     number, and removes the delete files no other file needs; without it small files are
-    compacted (default target `write.target-file-size-bytes`, else 512 MiB);
+    compacted and files above 180% of the target split (default target
+    `write.target-file-size-bytes`, else 512 MiB);
     `rewrite_deletes` combines position deletes per partition (v3: into deletion vectors)
     and `convert_equality` turns equality deletes into position deletes or DVs (at most one
     of the three); `where` (purge and compaction) chooses the data files whose column
     metrics do not rule out a matching row, on any column. Returns the
-    `IcebergOptimizeResult` (`snapshot_id`, `metrics`, `bins`).
+    `IcebergOptimizeResult` (`snapshot_id`, `metrics`, `bins` with their planned `outputs`).
     """
     from dvtool.commands.optimize.command import OptimizeRequest, run_optimize
     from dvtool.delta.log.reader import DeltaLog

@@ -142,7 +142,8 @@ def _delete_iceberg(
     "--batch-size",
     type=int,
     metavar="N",
-    help="Commit every N output files (one transaction each).",
+    help="Commit every N output files (one transaction each; Iceberg: the new files of a "
+    "split file count as one).",
 )
 @engine_options
 @json_option

@@ -2,9 +2,10 @@
 
 The one write under MERGE (a data file without the rows its deletes remove: DV, position
 deletes, equality-deleted rows), copy-on-write delete (without the rows a delete removes)
-and small-file compaction (several files of one partition, of any specs and schemas, into
-one). `rewrite_data_files` streams each source's Parquet file a record batch at a time,
-leaves out its `drop` positions, reads the rest onto the table's current schema by field id
+and compaction (several files of one partition, of any specs and schemas, into one; a
+source may be a range of a file's rows, when a large file is split over several new files).
+`rewrite_data_files` streams each source's Parquet file a record batch at a time, leaves out
+its `drop` positions, reads the rest onto the table's current schema by field id
 (`dvtool.iceberg.file_projection`: exact, never a changed value) and writes them into one
 new file (`dvtool.iceberg.parquet_output`: as Iceberg writers write it, with the metrics
 readers prune with). Memory stays bounded: one input row group and one output row group.
@@ -94,19 +95,28 @@ class RewriteSource:
     `data_file` is its manifest record (file_path, partition, spec_id, record_count, ...);
     `drop` the positions of the rows that go (its DV, position deletes, equality-deleted
     rows, the rows a delete removes); `data_sequence_number` its (inherited) data sequence
-    number; `first_row_id` its (inherited) first row id in v3, None when unknown.
+    number; `first_row_id` its (inherited) first row id in v3, None when unknown; `start`
+    and `stop` the positions the new file takes rows from (exclusive; None: the file's
+    end): a compaction splits a large file over several new files.
     """
 
     data_file: DataFile
     drop: BitMap64
     data_sequence_number: int
     first_row_id: int | None = None
+    start: int = 0
+    stop: int | None = None
+
+    @property
+    def end(self) -> int:
+        """The position after the last row the new file takes."""
+        return int(self.data_file.record_count) if self.stop is None else self.stop
 
     @property
     def remaining_rows(self) -> int:
         """The rows the new file gets from this source."""
-        count = int(self.data_file.record_count)
-        return count - count_below(self.drop, count)
+        start, end = self.start, self.end
+        return end - start - (count_below(self.drop, end) - count_below(self.drop, start))
 
 
 @dataclass(frozen=True)
@@ -221,6 +231,7 @@ class FilePlanner:
         self.spec = writer_spec(
             self.schema, metadata.properties, lineage=metadata.format_version >= 3
         )
+        self._footers: dict[str, tuple[Any, pa.Schema]] = {}
 
     def plan(
         self, sources: Sequence[RewriteSource], location: str, *, spec_id: int, partition: Record
@@ -235,9 +246,7 @@ class FilePlanner:
     def _source(self, source: RewriteSource, check: PartitionCheck) -> SourcePlan:
         record = source.data_file
         path = record.file_path
-        with read_errors(path), self.io.new_input(path).open(seekable=True) as stream:
-            parquet = parquet_file(stream)
-            footer, arrow = parquet.metadata, parquet.schema_arrow
+        footer, arrow = self._footer(path)
         check_row_count(path, footer.num_rows, int(record.record_count))
         checked = check.applies_to(record.spec_id, record.partition)
         return SourcePlan(
@@ -248,8 +257,20 @@ class FilePlanner:
             data_sequence_number=source.data_sequence_number,
             first_row_id=source.first_row_id,
             probes=check.probes() if checked else (),
+            start=source.start,
+            stop=source.stop,
             footer=footer,
         )
+
+    def _footer(self, path: str) -> tuple[Any, pa.Schema]:
+        """The file's Parquet footer and arrow schema, read once per file (a file split over
+        several new files is planned once for each)."""
+        known = self._footers.get(path)
+        if known is None:
+            with read_errors(path), self.io.new_input(path).open(seekable=True) as stream:
+                parquet = parquet_file(stream)
+                known = self._footers[path] = (parquet.metadata, parquet.schema_arrow)
+        return known
 
     def _columns(self, source: RewriteSource, arrow: pa.Schema, path: str) -> ColumnPlan:
         """How the file's columns become the write schema's (`file_projection`)."""

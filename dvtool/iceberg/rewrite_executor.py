@@ -12,19 +12,21 @@ and arrives as plain data:
   `PARQUET:field_id`, names as Iceberg Java writes them), the table's Parquet settings and
   Bloom filters, the `iceberg.schema` footer value, the float columns whose NaNs are counted;
 - `FilePlan` (one per new file): its location and its sources in order, each a
-  `SourcePlan`: the positions to drop (portable Roaring bytes, decoded with
-  `dvtool.deletion_vectors.roaring`), the projection of its columns onto the write schema
-  (`dvtool.iceberg.column_plan`), its row lineage inputs (v3) and, for a source of another
-  partition than the new file's, the partition columns whose values the driver checks
-  (`Probe`).
+  `SourcePlan`: the range of the file's row positions it takes (all of them, or a part of
+  a file a compaction splits over several new files), the positions to drop (portable
+  Roaring bytes, decoded with `dvtool.deletion_vectors.roaring`), the projection of its
+  columns onto the write schema (`dvtool.iceberg.column_plan`), its row lineage inputs (v3)
+  and, for a source of another partition than the new file's, the partition columns whose
+  values the driver checks (`Probe`).
 
-`write_file` streams each source a row group at a time, leaves out its dropped positions,
-projects the rest, fills in row lineage (`_row_id` = `first_row_id + position` where the
-file holds none, `_last_updated_sequence_number` = the source's data sequence number), and
-writes one Parquet file a row group at a time (`ParquetOutput`). It returns `NewFile`: the
-location, row count, size, the serialized Parquet footer (from which the driver computes the
-Iceberg metrics with pyiceberg, as for any file it wrote itself), the NaN counts and the
-probed partition values. A file it fails to finish is deleted before the error is raised.
+`write_file` streams each source a row group at a time (skipping the row groups outside its
+range), leaves out its dropped positions, projects the rest, fills in row lineage
+(`_row_id` = `first_row_id + position` where the file holds none,
+`_last_updated_sequence_number` = the source's data sequence number), and writes one Parquet
+file a row group at a time (`ParquetOutput`). It returns `NewFile`: the location, row count,
+size, the serialized Parquet footer (from which the driver computes the Iceberg metrics with
+pyiceberg, as for any file it wrote itself), the NaN counts and the probed partition values.
+A file it fails to finish is deleted before the error is raised.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ class Probe:
 
 @dataclass(frozen=True)
 class SourcePlan:
-    """One source of a new file (module docstring). `footer` is the file's Parquet footer
-    when the driver read it in this process (not pickled: executors read it again)."""
+    """One source of a new file (module docstring): its rows at positions `start` to
+    `stop` (exclusive; None: the file's end). `footer` is the file's Parquet footer when the
+    driver read it in this process (not pickled: executors read it again)."""
 
     path: str
     record_count: int
@@ -94,6 +97,8 @@ class SourcePlan:
     data_sequence_number: int
     first_row_id: int | None
     probes: tuple[Probe, ...] = ()
+    start: int = 0
+    stop: int | None = None
     footer: Any = field(default=None, compare=False, repr=False)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -107,6 +112,8 @@ class SourcePlan:
                 self.data_sequence_number,
                 self.first_row_id,
                 self.probes,
+                self.start,
+                self.stop,
             ),
         )
 
@@ -268,17 +275,16 @@ def _write_source(
 
 
 def source_batches(io: Any, spec: WriterSpec, source: SourcePlan) -> Iterator[pa.RecordBatch]:
-    """The rows of `source` not dropped, in order, as record batches of `spec.schema`, with
-    their row lineage filled in (module docstring)."""
+    """The rows of `source`'s range not dropped, in order, as record batches of
+    `spec.schema`, with their row lineage filled in (module docstring)."""
     path = source.path
     drop = roaring.decode64(source.drop) if source.drop else np.empty(0, np.uint64)
+    stop = source.record_count if source.stop is None else source.stop
     with read_errors(path), io.new_input(path).open(seekable=True) as stream:
         parquet = parquet_file(stream, source.footer)
         check_row_count(path, parquet.metadata.num_rows, source.record_count)
-        start = 0
-        for raw in _batches(parquet, list(source.columns.read)):
-            keep = _keep_mask(drop, start, raw.num_rows)
-            first, start = start, start + raw.num_rows
+        for first, raw in _batches(parquet, list(source.columns.read), source.start, stop):
+            keep = _keep_mask(drop, first, raw.num_rows)
             selected = raw if keep is None else raw.filter(arrow_values.from_numpy(keep))
             if selected.num_rows == 0:
                 continue
@@ -299,18 +305,35 @@ def check_row_count(path: str, rows: int, record_count: int) -> None:
         )
 
 
-def _batches(parquet: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The file's record batches of `columns`, read one row group at a time (pyarrow's
-    reader over a whole file holds all of it); a file with none of the columns gives
-    batches of no columns with its row counts."""
+def _batches(
+    parquet: Any, columns: list[str], start: int, stop: int
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The record batches of `columns` of the file's rows at positions `start` to `stop`
+    (exclusive), each with the position of its first row, read one row group at a time
+    (pyarrow's reader over a whole file holds all of it; row groups outside the range are
+    not read); a file with none of the columns gives batches of no columns."""
+    position = 0
     for index in range(parquet.metadata.num_row_groups):
-        if not columns:
-            rows = parquet.metadata.row_group(index).num_rows
-            yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
+        rows = parquet.metadata.row_group(index).num_rows
+        if position + rows <= start or position >= stop:
+            position += rows
             continue
-        yield from parquet.iter_batches(
-            batch_size=_BATCH_ROWS, row_groups=[index], columns=columns, use_threads=True
-        )
+        for batch in _row_group(parquet, index, rows, columns):
+            lo, hi = max(start, position), min(stop, position + batch.num_rows)
+            if lo < hi:
+                yield lo, batch.slice(lo - position, hi - lo)
+            position += batch.num_rows
+            if position >= stop:
+                return
+
+
+def _row_group(parquet: Any, index: int, rows: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    if not columns:
+        yield pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
+        return
+    yield from parquet.iter_batches(
+        batch_size=_BATCH_ROWS, row_groups=[index], columns=columns, use_threads=True
+    )
 
 
 def _keep_mask(drop: np.ndarray, start: int, count: int) -> np.ndarray | None:

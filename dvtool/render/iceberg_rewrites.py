@@ -77,20 +77,22 @@ def optimize(r: Output, result: IcebergOptimizeResult) -> None:
 
 
 def _bins(r: Output, bins: list[dict[str, Any]]) -> None:
-    """The planned new files of a purge or compaction: one line each, with its inputs."""
+    """The planned new files of a purge or compaction: one line each, with its inputs (a
+    file split over several new files counts in each)."""
     rows = (
         (
             str(number),
-            f"{len(b['files']):,}",
-            f"{b['rows']:,}",
-            f"{b['deleted_rows']:,}",
-            format_bytes(b["input_bytes"]),
+            f"{len(o['sources']):,}",
+            f"{o['rows']:,}",
+            f"{o['deleted_rows']:,}",
+            format_bytes(o["input_bytes"]),
             _partition(b),
         )
-        for number, b in enumerate(bins, 1)
+        for number, (b, o) in enumerate(((b, o) for b in bins for o in b["outputs"]), 1)
     )
     header = ("new file", "inputs", "rows kept", "rows dropped", "input bytes", "partition")
-    r.listing("Plan", header, rows, len(bins), "new files")
+    count = sum(len(b["outputs"]) for b in bins)
+    r.listing("Plan", header, rows, count, "new files")
 
 
 def _partition(b: dict[str, Any]) -> str:

@@ -15,7 +15,8 @@ cluster, and on another copy with `--engine arrow`; the tables must then hold th
 results must agree. A corrupt data file must fail a Spark rewrite with one line carrying the
 executor's own pyarrow error.
 
-Iceberg: a v3 table (DVs, row lineage) is purged on the standalone cluster and gets a
+Iceberg: a v3 table (DVs, row lineage) is purged and compacted with a target that splits
+its files (row ranges of a file, one task each) on the standalone cluster and gets a
 copy-on-write delete (a Spark scan and a Spark rewrite) on the Connect server, whose executors
 have no pyiceberg or pyroaring; pyiceberg, DuckDB and polars must read the rows computed in
 the test, every row keep its `_row_id` and sequence number, and the new files' manifest
@@ -429,8 +430,14 @@ def test_spark_submit_runs_the_cli_on_the_cluster(
 ICEBERG_OPERATIONS = {
     "purge": ["optimize", "--purge"],
     "cow-delete": ["delete", "--where", "id % 5 = 0 AND cat IS NOT NULL", "--mode", "cow"],
+    # both files far above 180% of the target: each split over several new files
+    "split-compact": ["optimize", "--target-size", "400"],
 }
-ICEBERG_COMBINATIONS = [("standalone", "purge"), ("connect", "cow-delete")]
+ICEBERG_COMBINATIONS = [
+    ("standalone", "purge"),
+    ("connect", "cow-delete"),
+    ("standalone", "split-compact"),
+]
 ICEBERG_FILES = 2
 ICEBERG_ROWS = 150  # per file
 

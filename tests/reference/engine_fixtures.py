@@ -52,6 +52,7 @@ ICEBERG_WRITE_GROUPS = {
     "test_iceberg_rewrite_deletes_where.py": "reference-iceberg-writes",
     "test_iceberg_concurrency.py": "reference-iceberg-writes",
     "test_iceberg_rewrites.py": "reference-iceberg-writes",
+    "test_iceberg_split_compaction.py": "reference-iceberg-writes",
     "test_iceberg_maintain.py": "reference-iceberg-writes",
     "test_iceberg_spark_engine.py": "reference-iceberg-writes",
     "test_iceberg_faults.py": "reference-iceberg-faults",

@@ -11,7 +11,8 @@ serves the module, beside the Iceberg Spark session of the fixtures (another pro
 - Rewrites: `delete --mode cow` then `optimize --purge` (v3, DVs), and compaction of small
   files (v3), with the Spark engine on one copy and the arrow engine on another give the
   same rows (every oracle), each row the same data sequence number, `_row_id` and
-  `_last_updated_sequence_number`. (Equality-deleted rows reach a rewrite as positions the
+  `_last_updated_sequence_number`; so do they on a compaction that splits files far above the
+  maximum size over several new files. (Equality-deleted rows reach a rewrite as positions the
   driver computed, as DVs do: the engines see no difference.)
 """
 
@@ -32,10 +33,11 @@ from dvtool.engines import SparkSettings
 from dvtool.engines.arrow import ArrowEngine
 from dvtool.engines.base import Engine
 from dvtool.engines.spark.engine import SparkEngine
-from dvtool.iceberg.live_files import DeletedBefore
+from dvtool.iceberg.live_files import DeletedBefore, live_files
 from dvtool.iceberg.tables import open_iceberg
 from tests.engines.jvm_engines import JvmSession
 from tests.engines.spark_cluster import DRIVER_CONF
+from tests.reference.iceberg_split_table import build_split_table
 from tests.reference.iceberg_tables import TableSpec, build_table, delete_multiples, insert
 from tests.reference.iceberg_tables import make_rows as fixture_rows
 from tests.reference.iceberg_writes import copy_into_catalog, readers_agree
@@ -150,6 +152,9 @@ def _two_copies(
     }
 
 
+ENGINES = ("arrow", "spark")
+
+
 def _engines(spark: SparkEngine) -> dict[str, Engine]:
     return {"arrow": ArrowEngine(), "spark": spark}
 
@@ -194,5 +199,29 @@ def test_cow_delete_then_purge_on_spark_equal_arrow(
     expected = [r for r in entry["expected"] if not (r["id"] % 5 == 2 or r["v"] > 7000)]
     folder, table_name = copies["spark"]
     readers_agree(iceberg_spark, folder, table_name, expected)
+    arrow_table = copies["arrow"][1]
+    assert _lineage(iceberg_spark, table_name, 3) == _lineage(iceberg_spark, arrow_table, 3)
+
+
+def test_split_compaction_on_spark_equals_arrow(
+    iceberg_spark: JvmSession, spark: SparkEngine
+) -> None:
+    """Files far above the maximum size (tests/reference/test_iceberg_split_compaction.py's
+    table) split over several new files: the Spark engine writes each as its own task, from
+    its row ranges, the files the arrow engine writes."""
+    copies = {e: build_split_table(iceberg_spark, f"split_{e}", NAMESPACE, 5000) for e in ENGINES}
+    expected = iceberg_spark.rows(f"SELECT * FROM {copies['arrow'][1]} ORDER BY id")
+    added = {}
+    for engine_name, engine in _engines(spark).items():
+        folder, _ = copies[engine_name]
+        table = open_iceberg(str(folder))
+        target = max(f.entry.file_size_in_bytes for f in live_files(table).data) // 5
+        request = IcebergOptimizeRequest("compact", target_size=target)
+        result = run_optimize_iceberg(table, request, lambda n, e=engine: e)
+        assert result.engine == engine_name
+        added[engine_name] = result.metrics["addedDataFiles"]
+    assert added["spark"] == added["arrow"] > 7
+    table_name = copies["spark"][1]  # every reader: test_iceberg_split_compaction.py (arrow)
+    assert iceberg_spark.rows(f"SELECT * FROM {table_name} ORDER BY id") == expected
     arrow_table = copies["arrow"][1]
     assert _lineage(iceberg_spark, table_name, 3) == _lineage(iceberg_spark, arrow_table, 3)

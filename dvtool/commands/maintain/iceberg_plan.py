@@ -165,7 +165,8 @@ def plan_iceberg(table: IcebergTable, settings: TableSettings) -> TablePlan:
                 "compaction",
                 bool(groups),
                 f"{len(groups):,} groups of files to bin-pack (target {sizes.target:,} "
-                f"bytes, files below {sizes.minimum:,} or deleting at least 30% of their rows)",
+                f"bytes, files below {sizes.minimum:,} or above {sizes.maximum:,} bytes or "
+                "deleting at least 30% of their rows)",
                 sum(len(g) for g in groups),
             ),
         ]

@@ -366,7 +366,7 @@ def _rewrite_result(
     metrics = {
         "rewrittenDataFiles": len(inputs),
         "rewrittenBytes": sum(i.file.entry.file_size_in_bytes for i in inputs),
-        "plannedDataFiles": sum(1 for b in plan.bins if b.remaining_rows),
+        "plannedDataFiles": sum(1 for b in plan.bins for o in b.new_files() if b.kept_rows(o)),
         "removedDeletedRows": sum(i.deleted_rows for i in inputs),
         "removedDeleteFiles": len(plan.removed_deletes),
         "rewrittenRows": sum(b.remaining_rows for b in plan.bins),

@@ -1,4 +1,4 @@
-"""Planning the compaction of an Iceberg table's small data files, as Iceberg Java plans it.
+"""Planning the compaction of an Iceberg table's data files, as Iceberg Java plans it.
 
 Iceberg Spark's `rewrite_data_files` (bin-pack: `BinPackRewriteFilePlanner` over
 `SizeBasedFileRewritePlanner`) with its default options is the reference:
@@ -14,13 +14,37 @@ Iceberg Spark's `rewrite_data_files` (bin-pack: `BinPackRewriteFilePlanner` over
   the maximum, or a file with too many deletes;
 - a group's bytes become `expected_output_files` files (Java's rounding: a remainder above
   the minimum size gets its own file, else it is spread when the files stay within 110% of
-  the target).
+  the target), read in splits of the group's split size (`inputSplitSize`: the group's
+  bytes over that count, plus 5 KiB, kept between the target and the write maximum): a file
+  above the maximum is split over several new files.
 
-Where dvtool differs: a data file stays in its partition spec and partition (Java moves
-files of older specs into the current spec); a file is never split, so files above the
-maximum size are not candidates and a group's files are dealt whole into its output files
-(consecutively, each output closed once it reaches the group's split size); a group whose
-single output would be its single input without deletes is left alone.
+How the rows go into those files. Spark (`SparkBinPackFileRewriteRunner`) reads a group in
+splits of the split size (its files cut at their row groups, the pieces packed first fit)
+and writes each split as one new file, rolling over to another whenever its writer's
+estimate of the file's size (bytes written plus bytes buffered, checked every 1000 rows)
+passes the write maximum (the target plus half the way to the maximum). dvtool does what the
+splits do (`split_group`): the group's files, in order, into new files of at most the split
+size of input bytes; a file no larger than the split size goes whole into the current new
+file (or starts the next one), a larger one is cut by rows (each row weighing its file's
+bytes over its rows, deleted rows included, as in Spark's split sizes), filling the current
+new file first. So a group becomes `expected_output_files` new files, all but the last of
+the split size, as Java plans it, whenever a new file's share of the group is more than 5
+KiB times the number of the other new files (at a 512 MiB target: up to 100,000 files); with
+a target of a few KB the 5 KiB overhead makes fewer, fuller files, as it makes Spark's
+splits. Cut by rows rather than row groups, a file is split as planned whatever its row
+groups; Spark reads a file of one row group in one split and only its rolling writer cuts
+it, by its size estimate (which overshoots for small files: with a target of a few KB it
+rolls every 1000 rows). dvtool does not roll by bytes written: the plan is fixed on the
+driver (the dry run lists every new file with its rows and input bytes, and the Spark engine
+writes each new file as its own task), and the new files hold about their input's bytes. The
+new files a large file is cut over are one bin (committed together: a file is never half
+rewritten); each keeps its rows' order.
+In v3 every new file holds each row's `_row_id` (`first_row_id + position` of its source
+file), so the `first_row_id`s the commit gives the new files, one range each, are inherited
+only by rows whose source had none.
+
+Where dvtool differs otherwise: a data file stays in its partition spec and partition (Java
+moves files of older specs into the current spec).
 
 The new files get the starting snapshot's sequence number (`use-starting-sequence-number`,
 Java's default): the deletes the compaction applied (all older) no longer apply to them,
@@ -30,11 +54,19 @@ and equality deletes committed meanwhile (newer) still do.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dvtool.commands.optimize.iceberg_rewrites import Input, RewriteBin, RewritePlan, unused_deletes
+from dvtool.commands.optimize.iceberg_rewrites import (
+    Input,
+    Output,
+    RewriteBin,
+    RewritePlan,
+    Slice,
+    row_bytes,
+    unused_deletes,
+)
 from dvtool.errors import UsageError
 from dvtool.iceberg.delete_index import DeleteContent, partition_key
 from dvtool.iceberg.live_files import DeletedBefore, LiveDataFile
@@ -121,18 +153,92 @@ def plan_compaction(
     (a `--batch-size` batch), whose files alone have their deletes read."""
     snapshot = table.metadata.current_snapshot()
     sequence = (snapshot.sequence_number or 0) if snapshot is not None else 0
-    packed: list[list[LiveDataFile]] = []
+    packed: list[tuple[list[LiveDataFile], tuple[Output, ...]]] = []
     for group in file_groups(live, sizes, selected):
         split = sizes.split_size(sum(f.entry.file_size_in_bytes for f in group))
-        packed += _pack(group, split)
+        shapes = [(f.entry.file_size_in_bytes, int(f.entry.record_count)) for f in group]
+        packed += _bins(group, split_group(shapes, split))
     if limit is not None:
         packed = packed[:limit]
-    deleted = iter(DeletedBefore(table.io, live.index).load([f for b in packed for f in b]))
+    deleted = iter(DeletedBefore(table.io, live.index).load([f for b, _ in packed for f in b]))
     plan = RewritePlan()
-    for members in packed:
-        plan.bins.append(RewriteBin(tuple(Input(f, next(deleted)) for f in members), sequence))
+    for members, outputs in packed:
+        inputs = tuple(Input(f, next(deleted)) for f in members)
+        plan.bins.append(RewriteBin(inputs, sequence, outputs))
     plan.removed_deletes = unused_deletes(live, plan.inputs, dangling=False)
     return plan
+
+
+def split_group(files: Sequence[tuple[int, int]], split: int) -> list[Output]:
+    """The new files of a group of files of (bytes, records), in order, each of about
+    `split` input bytes (module docstring): a file of at most `split` bytes goes whole
+    into the current new file, or starts the next one when it would overflow it; a larger
+    file is cut by rows (its bytes pro rata of its rows), filling the current new file
+    first. `Slice.index` is the file's index in `files`."""
+    outputs: list[Output] = []
+    current: list[Slice] = []
+    used = 0
+    for index, (size, records) in enumerate(files):
+        if size <= split or records <= 1:
+            if current and used + size > split:
+                outputs.append(tuple(current))
+                current, used = [], 0
+            current.append(Slice(index, 0, records))
+            used += size
+            continue
+        start = 0
+        while start < records:
+            stop = _rows_within(size, records, start, split - used)
+            if stop == start and current:
+                outputs.append(tuple(current))
+                current, used = [], 0
+                continue
+            stop = max(stop, start + 1)  # a row heavier than the split: alone
+            current.append(Slice(index, start, stop))
+            used += row_bytes(size, records, start, stop)
+            start = stop
+    if current:
+        outputs.append(tuple(current))
+    return outputs
+
+
+def _rows_within(size: int, records: int, start: int, room: int) -> int:
+    """The furthest position `stop` (at most `records`) whose rows from `start` weigh at
+    most `room` bytes (`row_bytes`)."""
+    if room < 0:
+        return start
+    limit = room + start * size // records
+    return max(start, min(records, ((limit + 1) * records - 1) // size))
+
+
+def _bins(
+    group: list[LiveDataFile], outputs: list[Output]
+) -> list[tuple[list[LiveDataFile], tuple[Output, ...]]]:
+    """The group's new files as bins: consecutive new files share a bin while a file's rows
+    run on from one to the next (a bin is committed whole: never a file half rewritten);
+    slices renumbered by the bin's inputs."""
+    bins: list[tuple[list[LiveDataFile], tuple[Output, ...]]] = []
+    pending: list[Output] = []
+    for output in outputs:
+        pending.append(output)
+        last = output[-1]
+        if last.stop >= int(group[last.index].entry.record_count):
+            bins.append(_renumbered(group, pending))
+            pending = []
+    if pending:
+        bins.append(_renumbered(group, pending))
+    return bins
+
+
+def _renumbered(
+    group: list[LiveDataFile], outputs: list[Output]
+) -> tuple[list[LiveDataFile], tuple[Output, ...]]:
+    indexes = list(dict.fromkeys(s.index for output in outputs for s in output))
+    local = {index: n for n, index in enumerate(indexes)}
+    renumbered = tuple(
+        tuple(Slice(local[s.index], s.start, s.stop) for s in output) for output in outputs
+    )
+    return [group[i] for i in indexes], renumbered
 
 
 def file_groups(
@@ -156,9 +262,7 @@ def file_groups(
 
 def _candidate(f: LiveDataFile, live: LiveFiles, sizes: Sizes) -> bool:
     size = f.entry.file_size_in_bytes
-    if size > sizes.maximum:
-        return False  # dvtool does not split files
-    return size < sizes.minimum or _too_many_deleted(f, live)
+    return size < sizes.minimum or size > sizes.maximum or _too_many_deleted(f, live)
 
 
 def _too_many_deleted(f: LiveDataFile, live: LiveFiles) -> bool:
@@ -177,12 +281,9 @@ def _too_many_deleted(f: LiveDataFile, live: LiveFiles) -> bool:
 
 
 def _worth_rewriting(group: list[LiveDataFile], live: LiveFiles, sizes: Sizes) -> bool:
-    """Java's `filterFileGroups` (enough files, enough or too much content, a file with
-    too many deletes), and never a lone file without deletes (nothing would change)."""
+    """Java's `filterFileGroups`: enough files, enough or too much content (a lone file
+    above the maximum is split), a file with too many deletes."""
     size = sum(f.entry.file_size_in_bytes for f in group)
-    has_deletes = any(live.index.for_data_file(f.entry).files() for f in group)
-    if len(group) == 1 and not has_deletes:
-        return False
     return (
         len(group) >= MIN_INPUT_FILES
         or (len(group) > 1 and size > sizes.target)

@@ -11,8 +11,9 @@ The two `dvtool optimize` operations that rewrite data files (Iceberg Spark's
   number (and, v3, its rows' `_row_id`/`_last_updated_sequence_number`). A file whose rows
   all go is removed without a replacement.
 - **compaction** (plain `optimize`, `iceberg_binpack`): small files of a partition are
-  bin-packed into files of about the target size, committed with the starting snapshot's
-  sequence number (Java's `use-starting-sequence-number`, its default).
+  bin-packed into files of about the target size, and files above the maximum size split
+  into several, committed with the starting snapshot's sequence number (Java's
+  `use-starting-sequence-number`, its default).
 
 The new files are written by an engine (`write_rewrites`: arrow in this process, or Spark's
 executors with `--engine spark`), each planned here and written from its plain plan
@@ -84,14 +85,41 @@ class Input:
     def records(self) -> int:
         return int(self.file.entry.record_count)
 
+    def kept_between(self, start: int, stop: int) -> int:
+        """The rows at positions `start` to `stop` (exclusive) the deletes keep."""
+        drop = self.drop
+        return stop - start - (count_below(drop, stop) - count_below(drop, start))
+
+    def bytes_between(self, start: int, stop: int) -> int:
+        """The file's bytes pro rata of the rows at positions `start` to `stop`."""
+        return row_bytes(self.file.entry.file_size_in_bytes, self.records, start, stop)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The rows at positions `start` to `stop` (exclusive) of a bin's input `index`: a new
+    file's share of it."""
+
+    index: int
+    start: int
+    stop: int
+
+
+Output = tuple[Slice, ...]
+
 
 @dataclass(frozen=True)
 class RewriteBin:
-    """The inputs of one new data file, all of one spec and partition; `sequence_number` the
-    data sequence number the new file keeps (None: the commit's)."""
+    """The inputs of one or more new data files, all of one spec and partition;
+    `sequence_number` the data sequence number every new file keeps (None: the commit's).
+
+    `outputs` the new files, each its slices of the inputs in order (a compaction splits a
+    large input over several); none: one new file of every input whole. No input of a bin
+    has rows in another bin's files, so a bin is committed whole or not at all."""
 
     inputs: tuple[Input, ...]
     sequence_number: int | None
+    outputs: tuple[Output, ...] = ()
 
     @property
     def spec_id(self) -> int:
@@ -109,6 +137,15 @@ class RewriteBin:
     def remaining_rows(self) -> int:
         return sum(i.records - i.deleted_rows for i in self.inputs)
 
+    def new_files(self) -> tuple[Output, ...]:
+        """The slices of each new file (`outputs`, or every input whole in one)."""
+        whole = tuple(Slice(n, 0, i.records) for n, i in enumerate(self.inputs))
+        return self.outputs or (whole,)
+
+    def kept_rows(self, output: Output) -> int:
+        """The rows a new file gets: its slices' rows, but those the deletes remove."""
+        return sum(self.inputs[s.index].kept_between(s.start, s.stop) for s in output)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "spec_id": self.spec_id,
@@ -118,6 +155,20 @@ class RewriteBin:
             "rows": self.remaining_rows,
             "deleted_rows": sum(i.deleted_rows for i in self.inputs),
             "data_sequence_number": self.sequence_number,
+            "outputs": [self._output_json(output) for output in self.new_files()],
+        }
+
+    def _output_json(self, output: Output) -> dict[str, Any]:
+        """A planned new file: its rows, the deleted rows left out, the input bytes of its
+        slices (pro rata for a part of a file) and each slice's file and positions."""
+        slices = [(self.inputs[s.index], s) for s in output]
+        rows = sum(s.stop - s.start for _, s in slices)
+        kept = self.kept_rows(output)
+        return {
+            "rows": kept,
+            "deleted_rows": rows - kept,
+            "input_bytes": sum(i.bytes_between(s.start, s.stop) for i, s in slices),
+            "sources": [{"file": i.file.path, "start": s.start, "stop": s.stop} for i, s in slices],
         }
 
 
@@ -223,36 +274,48 @@ def write_rewrites(
     operation: str = "replace",
     engine: Engine | None = None,
 ) -> SnapshotChanges:
-    """Write a new data file per bin (none when no row remains) on `engine` (default
-    arrow); the snapshot's changes.
+    """Write each bin's new data files (none where no row remains) on `engine` (default
+    arrow); the snapshot's changes: every new file of a bin keeps its sequence number.
 
-    Each bin's new location is chosen and recorded in `written` here, before the engine
-    writes (so a failure deletes them all); each bin's file is planned here and written by
+    Each new file's location is chosen and recorded in `written` here, before the engine
+    writes (so a failure deletes them all); each file is planned here and written by
     the engine (`dvtool.iceberg.rewrite_job`: in this process, or on Spark's executors)."""
     from dvtool.engines.arrow import ArrowEngine
 
     metadata = table.metadata
-    bins = [b for b in plan.bins if b.remaining_rows]
+    owners: list[RewriteBin] = []
     work = []
-    for rewrite in bins:
-        location = new_data_location(metadata, spec_id=rewrite.spec_id, partition=rewrite.partition)
-        sources = [_source(i, metadata.format_version) for i in rewrite.inputs]
-        work.append((location, rewrite.spec_id, rewrite.partition, sources))
+    for rewrite in plan.bins:
+        for output in rewrite.new_files():
+            if not rewrite.kept_rows(output):
+                continue
+            partition = rewrite.partition
+            location = new_data_location(metadata, spec_id=rewrite.spec_id, partition=partition)
+            sources = [_source(rewrite.inputs[s.index], metadata.format_version, s) for s in output]
+            work.append((location, rewrite.spec_id, partition, sources))
+            owners.append(rewrite)
     written.add(location for location, *_ in work)
     planner, planned = plan_rewrites(written.io, metadata, work)
     job = rewrite_job(planner, [p.plan for p in planned])
     outputs = (engine or ArrowEngine()).run_writes(job, [p.plan for p in planned])
     added = [
         AddedFile(planner.data_file(p, new), rewrite.sequence_number)
-        for rewrite, p, new in zip(bins, planned, outputs, strict=True)
+        for rewrite, p, new in zip(owners, planned, outputs, strict=True)
     ]
     return SnapshotChanges(operation, tuple(added), frozenset(plan.removed()))
 
 
-def _source(source: Input, format_version: int) -> RewriteSource:
+def _source(source: Input, format_version: int, part: Slice) -> RewriteSource:
     entry = source.file.entry
     row_id = first_row_id(source.file.record) if format_version >= 3 else None
-    return RewriteSource(source.file.record, source.drop, entry.data_sequence_number, row_id)
+    return RewriteSource(
+        source.file.record,
+        source.drop,
+        entry.data_sequence_number,
+        row_id,
+        start=part.start,
+        stop=part.stop,
+    )
 
 
 def added_bytes(changes: SnapshotChanges) -> int:
@@ -283,6 +346,14 @@ def validate_rewrite(plan: RewritePlan, changes: ConcurrentChanges) -> None:
             "a concurrent commit added data files that equality deletes this rewrite "
             "removes could apply to"
         )
+
+
+def row_bytes(size: int, records: int, start: int, stop: int) -> int:
+    """The bytes of a file of `size` bytes and `records` rows pro rata of the rows at
+    positions `start` to `stop` (exclusive): the whole file's rows give its size."""
+    if records <= 0:
+        return size
+    return stop * size // records - start * size // records
 
 
 def positions_may_apply(delete: DeleteFileEntry, paths: Iterable[str]) -> bool:
