@@ -437,6 +437,7 @@ def test_severity_orders_every_exit_code_kind() -> None:
         "internal",
         "interrupted",
         "terminated",
+        "broken-pipe",
     }
     assert worst_kind([]) == "ok"
     assert worst_kind(["conflict", "usage", "ok"]) == "usage"
