@@ -69,21 +69,6 @@ def on(branch):
     table = catalog.getTable(ident)
     return table if branch == "main" else table.switchToBranch(branch)
 
-def commit(table, batch):
-    builder = P.table.sink.BatchWriteBuilderImpl(table)
-    write = builder.newWrite()
-    write.withIOManager(P.disk.IOManager.create(args["tmp"]))
-    for kind, i, part, v in batch:
-        row = P.data.GenericRow(kinds[kind], 3)
-        row.setField(0, i)
-        row.setField(1, P.data.BinaryString.fromString(part))
-        row.setField(2, None if v is None else P.data.BinaryString.fromString(v))
-        write.write(row)
-    c = builder.newCommit()
-    c.commit(write.prepareCommit())
-    write.close()
-    c.close()
-
 def expire(table):
     zero, day = jvm.java.time.Duration.ZERO, jvm.java.time.Duration.ofDays(1)
     config = P.options.ExpireConfig.builder().snapshotRetainMax(1).snapshotRetainMin(1)
@@ -92,7 +77,7 @@ def expire(table):
 
 for step in args["steps"]:
     if step[0] == "commit":
-        commit(on(step[1]), step[2])
+        commit_batch(on(step[1]), step[2])
     elif step[0] == "tag":
         table = on(step[1])
         table.createTag(step[2], table.snapshotManager().latestSnapshotId())

@@ -138,10 +138,26 @@ ident = P.catalog.Identifier.create(args["db"], args["name"])
 catalog.createTable(ident, b.build(), False)
 table = catalog.getTable(ident)
 kinds = {"+I": P.types.RowKind.INSERT, "-D": P.types.RowKind.DELETE}
+
+def commit_batch(table, batch):
+    builder = P.table.sink.BatchWriteBuilderImpl(table)
+    write = builder.newWrite()
+    write.withIOManager(P.disk.IOManager.create(args["tmp"]))
+    for kind, i, part, v in batch:
+        row = P.data.GenericRow(kinds[kind], 3)
+        row.setField(0, i)
+        row.setField(1, P.data.BinaryString.fromString(part))
+        row.setField(2, None if v is None else P.data.BinaryString.fromString(v))
+        write.write(row)
+    commit = builder.newCommit()
+    commit.commit(write.prepareCommit())
+    write.close()
+    commit.close()
 """
 )
 """Table args["name"] (id INT, part STRING, v STRING) with args["primary_keys"],
-args["partition_keys"], args["options"]; `kinds` maps `+I`/`-D` to row kinds."""
+args["partition_keys"], args["options"]; `kinds` maps `+I`/`-D` to row kinds;
+`commit_batch(table, [(kind, id, part, v), ...])` commits one batch (args["tmp"]: spill)."""
 
 JAVA_OPEN_BY_PATH = """
 P = jvm.org.apache.paimon
@@ -171,19 +187,7 @@ WRITE = (
     JAVA_CREATE_TABLE
     + """
 for batch in args["batches"]:
-    builder = P.table.sink.BatchWriteBuilderImpl(table)
-    write = builder.newWrite()
-    write.withIOManager(P.disk.IOManager.create(args["tmp"]))
-    for kind, i, part, v in batch:
-        row = P.data.GenericRow(kinds[kind], 3)
-        row.setField(0, i)
-        row.setField(1, P.data.BinaryString.fromString(part))
-        row.setField(2, None if v is None else P.data.BinaryString.fromString(v))
-        write.write(row)
-    commit = builder.newCommit()
-    commit.commit(write.prepareCommit())
-    write.close()
-    commit.close()
+    commit_batch(table, batch)
 if args["expire"]:
     config = P.options.ExpireConfig.builder().snapshotRetainMax(1).snapshotRetainMin(1)
     config = config.snapshotTimeRetain(jvm.java.time.Duration.ZERO).build()

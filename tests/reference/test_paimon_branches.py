@@ -35,15 +35,15 @@ from tests.engines.jvm_engines import JvmSession
 from tests.oracles import GOLDEN
 from tests.reference.iceberg_writes import cli_json
 from tests.reference.paimon_branch_tables import build_all
+from tests.reference.paimon_tables import JAVA_OPEN_BY_PATH, JAVA_READ_ROWS
 from tests.reference.test_paimon_vacuum import DAY_MS, PAIMON_CLEAN, _age, _files, _plant, _strays
 
 # Runs in the engine's process: the rows and data file names Paimon reads on a branch, at
 # its latest snapshot or at one of its tags (the branch's own tag manager: `scan.tag-name`
 # on a branch looks in main's tags in 1.4.2).
-READ = """
-P = jvm.org.apache.paimon
-table = P.table.FileStoreTableFactory.create(
-    P.fs.local.LocalFileIO.create(), P.fs.Path(args["path"]))
+READ = (
+    JAVA_OPEN_BY_PATH
+    + """
 if args["branch"] != "main":
     table = table.switchToBranch(args["branch"])
 if args["tag"] is None:
@@ -55,19 +55,11 @@ read = P.table.source.ReadBuilderImpl(table).newRead()
 rows, files = [], set()
 for split in splits:
     files.update(str(f.fileName()) for f in split.dataFiles())
-    reader = read.createReader(split)
-    batch = reader.readBatch()
-    while batch is not None:
-        row = batch.next()
-        while row is not None:
-            v = None if row.isNullAt(2) else str(row.getString(2))
-            rows.append({"id": row.getInt(0), "part": str(row.getString(1)), "v": v})
-            row = batch.next()
-        batch.releaseBatch()
-        batch = reader.readBatch()
-    reader.close()
-result = {"rows": sorted(rows, key=lambda r: r["id"]), "files": sorted(files)}
 """
+    + JAVA_READ_ROWS
+    + """result = {"rows": sorted(rows, key=lambda r: r["id"]), "files": sorted(files)}
+"""
+)
 BRANCH_LEFTOVERS = {
     "branch/branch-dev/snapshot/.snapshot-12.9b1e5a3c-7f2d-4e8a-b6c1-0d4f3e2a1b5c.tmp",
     "branch/branch-dev/changelog/.changelog-12.2c7d9e1f-3a5b-4c6d-8e0f-1a2b3c4d5e6f.tmp",
