@@ -207,7 +207,7 @@ def history_lines(entries: Sequence[PaimonSnapshotEntry], width: int) -> list[st
 def print_verify(renderer: Output, report: PaimonVerifyReport) -> None:
     problems = plural(len(report.problems), "problem")
     renderer.say(
-        "verified the snapshot's data files, deletion files, DVs and hash indexes: "
+        "verified data files, deletion files, DVs and hash indexes: "
         + ("[green]no problems[/]" if report.ok else f"[red]{problems}[/]")
     )
     for p in report.problems:
