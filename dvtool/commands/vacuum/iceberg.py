@@ -45,6 +45,7 @@ from dvtool.commands.vacuum.iceberg_storage import (
     location_storage,
     relative_path,
 )
+from dvtool.commands.vacuum.plan import STALE_TEMP_FILE, TEMP_FILE_NAME
 from dvtool.commands.vacuum.retention import format_duration
 from dvtool.errors import CommitConflictError, WriteRefusedError
 from dvtool.iceberg import reachable_files as reach
@@ -366,7 +367,7 @@ def _files(
     files: dict[str, IcebergVacuumFile] = {}
     outside: list[str] = []
     candidates = [(p, sizes.get(p), _EXPIRED_REASONS[k]) for p, k in expired.items()]
-    candidates += [(o.location, o.size, ORPHAN) for o in scan.orphans]
+    candidates += [(o.location, o.size, _orphan_reason(o.location)) for o in scan.orphans]
     for path, size, reason in candidates:
         relative = relative_path(parse_location(path), table)
         if relative is None:
@@ -374,6 +375,11 @@ def _files(
         elif parse_location(path).path not in keep and relative not in files:
             files[relative] = IcebergVacuumFile(path, relative, size, reason)
     return sorted(files.values(), key=lambda f: f.path), sorted(outside)
+
+
+def _orphan_reason(location: str) -> str:
+    """An orphan's reason: a dvtool temp file (a write killed half-way) or an orphan."""
+    return STALE_TEMP_FILE if TEMP_FILE_NAME.match(location.rpartition("/")[2]) else ORPHAN
 
 
 def reasons_count(files: Iterable[IcebergVacuumFile]) -> dict[str, int]:

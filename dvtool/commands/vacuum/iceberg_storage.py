@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from dvtool import interrupts
 from dvtool.commands.vacuum.delete import FailedDelete, Progress, remove_checksum_sidecars
 from dvtool.commands.vacuum.delete import delete_files as delete_from_storage
-from dvtool.commands.vacuum.plan import VacuumFile
+from dvtool.commands.vacuum.plan import TEMP_FILE_NAME, VacuumFile
 from dvtool.errors import DvtoolError, WriteRefusedError
 from dvtool.iceberg.orphan_files import (
     FileUri,
@@ -67,14 +67,22 @@ def location_storage(table: IcebergTable, options: Mapping[str, str] | None) -> 
 def list_table_files(
     storage: Storage, metadata: TableMetadata
 ) -> tuple[list[ListedFile], list[str]]:
-    """The files under the table location (Java's listing, hidden names left out), and
-    the data or metadata folders not listed because they are outside it."""
+    """The files under the table location (Java's listing, hidden names left out, but for
+    dvtool's own temp files: a dvtool killed mid-write leaves one, and no other cleaner
+    takes a hidden name), and the data or metadata folders not listed because they are
+    outside it."""
     names = {f.name for spec in metadata.partition_specs for f in spec.fields}
     hidden = hidden_filter(names)
+
+    def listed_file(relative_path: str) -> bool:
+        *folders, name = relative_path.split("/")
+        visible = not hidden(name) or TEMP_FILE_NAME.match(name) is not None
+        return visible and not any(hidden(p) for p in folders)
+
     listed = [
         ListedFile(entry.location, entry.size, entry.modification_time_ms)
         for entry in storage.walk(storage.root, lambda d: not hidden(d.rpartition("/")[2]))
-        if entry.kind == "file" and not any(hidden(p) for p in entry.relative_path.split("/"))
+        if entry.kind == "file" and listed_file(entry.relative_path)
     ]
     return listed, unlisted_folders(storage.root, metadata.properties)
 

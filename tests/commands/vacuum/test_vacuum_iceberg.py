@@ -91,6 +91,28 @@ def test_a_dry_run_lists_and_keeps_everything(tmp_path: Path) -> None:
     assert before - _files(tmp_path / "t") == {f.location.removeprefix("file:") for f in dry.files}
 
 
+def test_stale_dvtool_temp_files_go_other_hidden_files_stay(tmp_path: Path) -> None:
+    """A dvtool killed mid-write leaves `.tmp-<uuid>.dvtool` beside the file it wrote: a
+    hidden name, which Java's orphan listing (and so no other cleaner) never takes."""
+    table, _ = _history(new_path_table(str(tmp_path / "t"), 2))
+    data = tmp_path / "t" / "data"
+    old = time.time() - 10 * 86400
+    stale, fresh, other = (
+        data / f".tmp-{'a' * 32}.dvtool",
+        data / f".tmp-{'b' * 32}.dvtool",
+        data / ".other.parquet",
+    )
+    for path in (stale, fresh, other):
+        path.write_bytes(b"half")
+    for path in (stale, other):
+        os.utime(path, (old, old))
+    result = run_vacuum_iceberg(table, IcebergVacuumRequest(), now_ms=int(time.time() * 1000))
+    assert [(f.path, f.reason) for f in result.files if "tmp" in f.path] == [
+        (f"data/{stale.name}", "stale temp file")
+    ]
+    assert not stale.exists() and fresh.exists() and other.exists()
+
+
 def test_a_catalog_table_deletes_through_its_file_io(tmp_path: Path) -> None:
     table, _ = _history(new_sql_table(tmp_path / "cat", 2))
     table = IcebergTable(
