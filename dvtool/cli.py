@@ -116,6 +116,12 @@ def _stdout_reader_gone() -> bool:
         fd = sys.stdout.fileno()
     except (AttributeError, ValueError, OSError):
         return False
+    if not hasattr(select, "poll"):  # Windows: a write that fails again tells it
+        try:
+            sys.stdout.flush()
+        except OSError:
+            return True
+        return False
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     return any(events & select.POLLERR for _, events in poller.poll(0))

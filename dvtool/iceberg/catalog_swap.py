@@ -42,6 +42,7 @@ from dvtool.errors import (
 )
 from dvtool.iceberg.commit_rules import (
     apply_updates,
+    changes_nothing,
     check_requirements,
     conflict,
     dropped_metadata_files,
@@ -184,7 +185,7 @@ def _commit_through_pyiceberg(
     """v1/v2 in a metastore catalog: pyiceberg writes the metadata and swaps."""
     raw = _read(table, table.metadata_location)
     refuse_lossy(raw, table.metadata, table.metadata_location)
-    if apply_updates(table.metadata, table.metadata_location, updates) is table.metadata:
+    if changes_nothing(table.metadata, table.metadata_location, updates):
         return table
     try:
         response = _send(table, requirements, updates, _metastore_outcome)

@@ -62,6 +62,18 @@ def apply_updates(
     return base if updated == base else updated
 
 
+def changes_nothing(
+    base: TableMetadata, base_location: str, updates: Sequence[TableUpdate]
+) -> bool:
+    """Whether `updates` leave `base` as it is (the commit then has nothing to send). An
+    added snapshot always changes it: the common case, answered without applying."""
+    from pyiceberg.table.update import AddSnapshotUpdate
+
+    if any(isinstance(update, AddSnapshotUpdate) for update in updates):
+        return False
+    return apply_updates(base, base_location, updates) is base
+
+
 def refuse_lossy(raw: bytes, metadata: TableMetadata, location: str) -> None:
     """WriteRefusedError when writing `metadata` (parsed from the file `raw` at `location`)
     back would drop or change fields of the file."""

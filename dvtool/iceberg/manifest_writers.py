@@ -32,7 +32,7 @@ from __future__ import annotations
 from copy import copy
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.avro.file import AvroFile, AvroOutputFile
+from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.manifest import (
     DATA_FILE_TYPE,
     MANIFEST_LIST_FILE_SCHEMAS,
@@ -52,12 +52,15 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 
+from dvtool.iceberg.snapshot_files import cached_avro_file
+
 if TYPE_CHECKING:
     from pyiceberg.avro.codecs import AvroCompressionCodec
     from pyiceberg.io import FileIO, OutputFile
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.typedef import TableVersion
+    from pyiceberg.types import StructType
 
 AVRO_CODECS: dict[str, str] = {
     "gzip": "deflate",
@@ -192,7 +195,17 @@ class _JavaEntrySchema(ManifestWriter):
     """Writes entries with the fields and types Iceberg Java writes (`_java_entry_schema`)."""
 
     def _with_partition(self, format_version: TableVersion) -> Schema:
-        return _java_entry_schema(super()._with_partition(format_version), format_version)
+        partition_type = self._spec.partition_type(self._schema)
+        key = (format_version, partition_type)
+        schema = _ENTRY_SCHEMAS.get(key)
+        if schema is None:  # built (pydantic models, ~1 ms) once per partition type
+            schema = _java_entry_schema(super()._with_partition(format_version), format_version)
+            schema = _ENTRY_SCHEMAS.setdefault(key, schema)
+        return schema
+
+
+# Entry schemas by (format version, partition type): schemas are immutable models.
+_ENTRY_SCHEMAS: dict[tuple[int, StructType], Schema] = {}
 
 
 class _V2Entries(_JavaEntrySchema, ManifestWriterV2):
@@ -435,8 +448,9 @@ def manifest_list_writer(
 def read_manifest_list(io: FileIO, location: str, format_version: int) -> list[ManifestFile]:
     """The manifests of a manifest list, read with the schema of the table's format version
     (v3: with each manifest's `first_row_id`)."""
-    schema = MANIFEST_LIST_FILE_SCHEMAS[3 if format_version >= 3 else 2]
-    with AvroFile[ManifestFile](
+    version = 3 if format_version >= 3 else 2
+    schema = MANIFEST_LIST_FILE_SCHEMAS[version]
+    with cached_avro_file(f"manifest-list-v{version}")(
         io.new_input(location),
         schema,
         read_types={-1: ManifestFile, 508: PartitionFieldSummary},

@@ -8,17 +8,12 @@ footer that comes back into the file's `DataFile` and metrics:
 - the file's schema: the write schema with `PARQUET:field_id` on every field, nested too,
   names made Avro-compatible as Iceberg Java's Parquet writer makes them
   (`sanitize_column_names`), and the `iceberg.schema` footer key Java writes;
-- the table's Parquet properties (Java's names and defaults): `write.parquet.compression-codec`
-  (zstd), `write.parquet.compression-level`, `write.parquet.page-size-bytes` (1 MiB),
-  `write.parquet.page-row-limit` (20000), `write.parquet.dict-size-bytes` (when unset,
-  pyarrow's 1 MiB, not Java's 2 MiB: `DICTIONARY_LIMIT`),
-  `write.parquet.row-group-size-bytes` (128 MiB), the Bloom filters of
-  `write.parquet.bloom-filter-enabled.column.*` (`...-fpp.column.*`, 0.01; at most
-  `write.parquet.bloom-filter-max-bytes`, 1 MiB, per column and row group) and pyiceberg's
-  `write.parquet.row-group-limit` (rows). pyarrow writes one row group per call, so batches
-  are buffered until a row group is full: the buffer is bounded by the row group size,
-  counted in Arrow's in-memory bytes (at least the encoded size, so row groups never exceed
-  the target on disk);
+- the table's Parquet properties (`dvtool.iceberg.parquet_settings`: Java's names and
+  defaults) and the Bloom filters of `write.parquet.bloom-filter-enabled.column.*`
+  (`...-fpp.column.*`, 0.01; at most `write.parquet.bloom-filter-max-bytes` per column and
+  row group). pyarrow writes one row group per call, so batches are buffered until a row
+  group is full: the buffer is bounded by the row group size, counted in Arrow's in-memory
+  bytes (at least the encoded size, so row groups never exceed the target on disk);
 - the bytes go through the `OutputStream` of `io.new_output(location).create(overwrite=False)`
   and are counted there: `file_size_in_bytes` without a second request;
 - the metrics Iceberg readers prune with, from the footer by pyiceberg's own functions
@@ -34,7 +29,6 @@ import dataclasses
 import math
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -59,26 +53,14 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from dvtool.errors import UnsupportedFeatureError, WriteRefusedError
+from dvtool.errors import WriteRefusedError
 from dvtool.iceberg.file_projection import arrow_schema
+from dvtool.iceberg.parquet_settings import ParquetSettings, malformed_property
 from dvtool.iceberg.rewrite_executor import NewFile, WriterSpec
 
-_MIB = 1024 * 1024
 # The rows are not sorted by the table's sort order: the file claims the unsorted order (id 0,
 # what Iceberg Java writes for an unsorted table; spec: 0 is reserved for "unsorted").
 UNSORTED_ORDER_ID = 0
-_CODECS = {"uncompressed": "none", "snappy": "snappy", "gzip": "gzip", "zstd": "zstd"}
-_CODECS |= {"lz4": "lz4", "brotli": "brotli"}
-
-
-# The dictionary page limit when the table sets none. The limit is where a writer gives up
-# dictionary encoding of a column chunk; parquet-mr (Java's writer) also gives up at the
-# first page when the dictionary does not make it smaller, pyarrow does not: under Java's
-# 2 MiB default pyarrow dictionary-encodes high-cardinality columns (ids, prices,
-# timestamps) for twice as long, for nothing. Measured on 20 to 22 columns x 300,000 rows
-# (scripts/bench_iceberg_purge.py's table): the write takes 20-35% more CPU and the file is
-# 8-10% larger with 2 MiB than with pyarrow's own default, 1 MiB. Values never change.
-DICTIONARY_LIMIT = _MIB
 
 _BLOOM = "write.parquet.bloom-filter-enabled.column."
 _BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
@@ -102,7 +84,7 @@ def bloom_filters(
         try:
             fpp = float(fpp_text)
         except ValueError:
-            raise _malformed(_BLOOM_FPP + column, fpp_text) from None
+            raise malformed_property(_BLOOM_FPP + column, fpp_text) from None
         ndv = settings.bloom_max_bytes * -math.log(1 - fpp ** (1 / 8)) / 8
         filters[path] = {"ndv": max(1, min(int(ndv), settings.row_group_rows)), "fpp": fpp}
     return filters
@@ -118,21 +100,6 @@ def _column_path(schema: Schema, file_schema: Schema, column: str) -> str | None
     return file_schema.find_column_name(field.field_id) if field.field_type.is_primitive else None
 
 
-def _int(properties: Mapping[str, str], key: str, default: int) -> int:
-    value = properties.get(key)
-    try:
-        return default if value is None else int(value)
-    except ValueError:
-        raise _malformed(key, value) from None
-
-
-def _malformed(key: str, value: str | None) -> WriteRefusedError:
-    return WriteRefusedError(
-        f"the table property {key}={value} is malformed",
-        hint="Correct the property (Iceberg's documentation gives its values) to write.",
-    )
-
-
 def statistics_plan(schema: Schema, properties: Mapping[str, str]) -> dict[int, Any]:
     """pyiceberg's metrics plan of `schema` (the metrics mode of each column), or a
     `WriteRefusedError` naming a malformed `write.metadata.metrics.*` property."""
@@ -144,44 +111,6 @@ def statistics_plan(schema: Schema, properties: Mapping[str, str]) -> dict[int, 
             f"a metrics property of the table is malformed ({', '.join(sorted(keys))}): {e}",
             hint="Correct it (none, counts, truncate(N) or full) to write this table.",
         ) from None
-
-
-@dataclass(frozen=True)
-class ParquetSettings:
-    """The table's Parquet write properties (module docstring), resolved."""
-
-    compression: str
-    compression_level: int | None
-    page_size: int
-    page_rows: int
-    dictionary_size: int
-    row_group_bytes: int
-    row_group_rows: int
-    bloom_max_bytes: int
-
-    @classmethod
-    def of(cls, properties: Mapping[str, str]) -> ParquetSettings:
-        codec = properties.get("write.parquet.compression-codec", "zstd").lower()
-        if codec not in _CODECS:
-            raise UnsupportedFeatureError(
-                f"write.parquet.compression-codec={codec} is not a codec dvtool can write",
-                hint=f"Set it to one of {', '.join(sorted(_CODECS))} to rewrite this table.",
-            )
-        return cls(
-            compression=_CODECS[codec],
-            compression_level=_level(properties),
-            page_size=_int(properties, "write.parquet.page-size-bytes", _MIB),
-            page_rows=_int(properties, "write.parquet.page-row-limit", 20_000),
-            dictionary_size=_int(properties, "write.parquet.dict-size-bytes", DICTIONARY_LIMIT),
-            row_group_bytes=_int(properties, "write.parquet.row-group-size-bytes", 128 * _MIB),
-            row_group_rows=_int(properties, "write.parquet.row-group-limit", 1_048_576),
-            bloom_max_bytes=_int(properties, "write.parquet.bloom-filter-max-bytes", _MIB),
-        )
-
-
-def _level(properties: Mapping[str, str]) -> int | None:
-    key = "write.parquet.compression-level"
-    return None if properties.get(key) is None else _int(properties, key, 0)
 
 
 # Dates and timestamps: their bounds are the footer's raw integers (days, microseconds or
@@ -253,13 +182,7 @@ def writer_spec(schema: Schema, properties: Mapping[str, str], *, lineage: bool)
     )
     return WriterSpec(
         schema=arrow_schema(file_schema),
-        compression=settings.compression,
-        compression_level=settings.compression_level,
-        page_size=settings.page_size,
-        page_rows=settings.page_rows,
-        dictionary_size=settings.dictionary_size,
-        row_group_bytes=settings.row_group_bytes,
-        row_group_rows=settings.row_group_rows,
+        parquet=settings,
         bloom_filters=bloom_filters(properties, schema, file_schema, settings),
         iceberg_schema=schema.model_dump_json(),
         nan_columns=nan_columns,

@@ -47,6 +47,7 @@ from dvtool.deletion_vectors import roaring
 from dvtool.errors import DataFileError
 from dvtool.iceberg.column_plan import ColumnPlan, project
 from dvtool.iceberg.data_file_io import read_errors
+from dvtool.iceberg.parquet_settings import ParquetSettings
 from dvtool.storage.failures import backend_errors
 
 ROW_ID_NAME = "_row_id"
@@ -59,13 +60,7 @@ class WriterSpec:
     """How the new files of a table are written (module docstring)."""
 
     schema: pa.Schema
-    compression: str
-    compression_level: int | None
-    page_size: int
-    page_rows: int
-    dictionary_size: int
-    row_group_bytes: int
-    row_group_rows: int
+    parquet: ParquetSettings
     bloom_filters: Mapping[str, Mapping[str, float]]
     iceberg_schema: str
     nan_columns: tuple[tuple[int, int], ...]
@@ -189,11 +184,11 @@ class ParquetOutput:
         self._writer = pq.ParquetWriter(
             stream,
             spec.schema,
-            compression=spec.compression,
-            compression_level=spec.compression_level,
-            data_page_size=spec.page_size,
-            max_rows_per_page=spec.page_rows,
-            dictionary_pagesize_limit=spec.dictionary_size,
+            compression=spec.parquet.compression,
+            compression_level=spec.parquet.compression_level,
+            data_page_size=spec.parquet.page_size,
+            max_rows_per_page=spec.parquet.page_rows,
+            dictionary_pagesize_limit=spec.parquet.dictionary_size,
             store_decimal_as_integer=True,
             store_schema=False,
             bloom_filter_options={k: dict(v) for k, v in spec.bloom_filters.items()} or None,
@@ -205,13 +200,13 @@ class ParquetOutput:
             self.nans[field_id] += pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
         self.rows_written += batch.num_rows
         while batch.num_rows:
-            room = self.spec.row_group_rows - self._rows
+            room = self.spec.parquet.row_group_rows - self._rows
             head, batch = batch.slice(0, room), batch.slice(room)
             self._pending.append(head)
             self._rows += head.num_rows
             self._bytes += head.nbytes
-            full = self._rows >= self.spec.row_group_rows
-            if full or self._bytes >= self.spec.row_group_bytes:
+            full = self._rows >= self.spec.parquet.row_group_rows
+            if full or self._bytes >= self.spec.parquet.row_group_bytes:
                 self._flush()
 
     def _flush(self) -> None:

@@ -80,7 +80,7 @@ def manifest_entries(
     # The v3 schema for every version: a superset whose fields a v2 manifest lacks read as
     # null, and which keeps the `referenced_data_file` Java writes in v2 manifests too.
     schema = MANIFEST_ENTRY_SCHEMAS[3]
-    with _manifest_file_class()(
+    with cached_avro_file("manifest-entries")(
         io.new_input(manifest.manifest_path),
         schema,
         read_types={-1: ManifestEntry, 2: DataFile},
@@ -95,22 +95,22 @@ def manifest_entries(
 
 
 @functools.cache
-def _manifest_file_class() -> type[Any]:
+def cached_avro_file(purpose: str) -> type[Any]:
     """pyiceberg's `AvroFile` with the reader tree cached by the file's Avro schema.
 
-    pyiceberg parses a manifest's writer schema and resolves it against the read schema for
-    every file (~3 ms each), though a table's manifests share a handful of writer schemas.
-    The tree only decodes (it keeps no state between records or files), so files with the
-    same schema text share one; used only with `manifest_entries`' fixed read schema, types
-    and enums, so the schema text is the whole key."""
+    pyiceberg parses a file's writer schema and resolves it against the read schema for
+    every file (~3 ms each), though a table's manifests (and manifest lists) share a handful
+    of writer schemas. The tree only decodes (it keeps no state between records or files),
+    so files with the same schema text share one. One class per `purpose`, each used with
+    one fixed read schema, types and enums, so the schema text is the whole key."""
     from pyiceberg.avro.decoder import new_decoder
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.avro.resolver import resolve_reader
 
     readers: dict[str, tuple[Any, Any]] = {}
 
-    class ManifestFile(AvroFile[Any]):
-        def __enter__(self) -> ManifestFile:
+    class CachedAvroFile(AvroFile[Any]):
+        def __enter__(self) -> CachedAvroFile:
             with self.input_file.open() as f:
                 self.decoder = new_decoder(f.read())
             self.header = self._read_header()
@@ -124,7 +124,8 @@ def _manifest_file_class() -> type[Any]:
             self.schema, self.reader = found
             return self
 
-    return ManifestFile
+    CachedAvroFile.__qualname__ = f"CachedAvroFile[{purpose}]"
+    return CachedAvroFile
 
 
 def inherit_first_row_ids(entries: list[Any], first_row_id: int | None) -> None:

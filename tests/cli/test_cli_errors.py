@@ -306,3 +306,28 @@ def test_stdout_closed_by_its_reader_is_broken_pipe(args: list[str], tmp_path: P
         os.close(write)
     assert done.returncode == EXIT_CODES["broken-pipe"][0], done.stderr
     assert done.stderr == b""
+
+
+@pytest.mark.parametrize(
+    ("flush_error", "gone"), [(BrokenPipeError(32, "EPIPE"), True), (None, False)]
+)
+def test_without_poll_a_failing_flush_tells_the_reader_is_gone(
+    flush_error: OSError | None, gone: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows has no `select.poll`: a flush of stdout that fails again tells a closed pipe;
+    one that succeeds leaves the BrokenPipeError a bug (exit 70)."""
+    import select
+
+    from dvtool import cli
+
+    class Stdout:
+        def fileno(self) -> int:
+            return 1
+
+        def flush(self) -> None:
+            if flush_error is not None:
+                raise flush_error
+
+    monkeypatch.delattr(select, "poll", raising=False)
+    monkeypatch.setattr(sys, "stdout", Stdout())
+    assert cli._stdout_reader_gone() is gone

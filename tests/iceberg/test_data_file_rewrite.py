@@ -61,7 +61,7 @@ from dvtool.iceberg.data_file_rewrite import (
     new_data_location,
     rewrite_data_files,
 )
-from dvtool.iceberg.parquet_output import DICTIONARY_LIMIT, ParquetSettings
+from dvtool.iceberg.parquet_settings import DICTIONARY_LIMIT, ParquetSettings
 from tests.iceberg.rewrite_files import field_ids, read_file, sql_catalog, values
 
 
