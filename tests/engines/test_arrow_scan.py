@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
 import dvtool.engines.arrow_scan as arrow_scan
-from dvtool.engines.arrow_scan import FILTER_ROWS, scan_groups
+from dvtool.engines.arrow_scan import FILTER_ROWS, PLAN_ROWS, scan_groups
 from dvtool.engines.base import ScanFile
 from dvtool.errors import PredicateError
 from dvtool.predicate import Predicate
@@ -115,7 +116,7 @@ def test_small_files_filtered_together_find_each_files_rows(
     assert sum(map(len, want)) > 0
     read_files = sum(1 for f in files if f.num_records)
     assert len(plans) < read_files / 3, "small files should share filter plans"
-    assert max(plans) <= 2 * FILTER_ROWS
+    assert max(plans) <= 2 * PLAN_ROWS
 
 
 def test_a_failing_file_among_many_is_named(tmp_path: Path) -> None:
@@ -133,7 +134,7 @@ def test_a_failing_file_among_many_is_named(tmp_path: Path) -> None:
 
 
 @given(
-    st.lists(st.one_of(st.none(), st.integers(0, 3 * FILTER_ROWS)), max_size=60),
+    st.lists(st.one_of(st.none(), st.integers(0, 3 * PLAN_ROWS)), max_size=60),
     st.integers(1, 8),
 )
 def test_scan_groups_cover_the_files_in_order(sizes: list[int | None], threads: int) -> None:
@@ -142,9 +143,9 @@ def test_scan_groups_cover_the_files_in_order(sizes: list[int | None], threads: 
     assert [f for g in groups for f in g] == files
     assert all(groups)
     total = sum(n if n is not None else FILTER_ROWS for n in sizes)
-    if total >= 4 * threads * FILTER_ROWS:  # enough rows: groups hold about FILTER_ROWS
+    if total >= 4 * threads * PLAN_ROWS:  # enough rows: groups hold about PLAN_ROWS
         for group in groups[:-1]:
-            assert sum(f.num_records or FILTER_ROWS for f in group) >= FILTER_ROWS
+            assert sum(f.num_records or FILTER_ROWS for f in group) >= PLAN_ROWS
     if len(files) >= 4 * threads and all(n == 1 for n in sizes):  # threads stay busy
         assert len(groups) >= 4 * threads
 
@@ -174,3 +175,37 @@ def test_row_group_statistics_are_not_checked_again_for_one_group_files(
     # x < 12 decides the last row group of three.parquet (NONE) only by its statistics.
     assert find(table, files, "x < 12 AND x % 5 = 1") == [{1, 6, 11}, {1, 6, 11}]
     assert asked == ["three.parquet"]
+
+
+def _footer(table: pa.Table, row_group_size: int) -> pq.FileMetaData:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=row_group_size)
+    return pq.read_metadata(pa.BufferReader(sink.getvalue()))
+
+
+def test_small_fixed_width_row_groups_are_read_whole() -> None:
+    """`read_rows`: a row group of fixed-width predicate columns that fits
+    WHOLE_ROW_GROUP_BYTES is one read; strings, lists and large row groups go in batches of
+    FILTER_ROWS (their memory is not bounded by the row count)."""
+    from dvtool.engines.arrow_scan import WHOLE_ROW_GROUP_BYTES, read_rows
+
+    rows = 3 * FILTER_ROWS
+    ints = pa.array(range(rows), pa.int64())
+    table = pa.table(
+        {
+            "i": ints,
+            "s": pa.array(["x"] * rows),
+            "l": pa.array([[1]] * rows, pa.list_(pa.int32())),
+            "st": pa.StructArray.from_arrays([ints], names=["a"]),
+        }
+    )
+    footer = _footer(table, rows)
+    assert read_rows(footer, ["i"], [0]) == rows
+    assert read_rows(footer, ["st"], [0]) == rows  # a struct of fixed-width leaves
+    assert read_rows(footer, ["i", "s"], [0]) == FILTER_ROWS
+    assert read_rows(footer, ["l"], [0]) == FILTER_ROWS
+    assert read_rows(_footer(table, FILTER_ROWS // 2), ["i"], [0, 1]) == FILTER_ROWS
+    huge = WHOLE_ROW_GROUP_BYTES // 17 + 1  # rows whose int column passes the budget
+    assert read_rows(_footer(pa.table({"i": pa.array(range(huge))}), huge), ["i"], [0]) == (
+        FILTER_ROWS
+    )
