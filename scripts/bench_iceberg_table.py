@@ -306,6 +306,8 @@ def spark_measure(
     """Start Iceberg Spark, configure the catalog, run each statement (each on its own fresh
     copy) timed: the first apart (JIT warm-up), the others warm. `rows`: keep each
     statement's result rows (procedures report what they did)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from tests.engines.jvm_engines import ICEBERG_VERSION
 
     times = SparkTimes()

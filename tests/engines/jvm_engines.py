@@ -61,8 +61,9 @@ BASE_CONF = {
     # compiling each query's generated Java costs more than running it (a Delta Spark story
     # of tests/reference/test_delta_spark_reads.py took 84 s instead of 117 s). Spark
     # computes the same results either way (codegen falls back to the interpreted path);
-    # only these reference engines run so, never dvtool's own Spark engine or the Spark
-    # whose predicate semantics the tests compare (tests/predicate).
+    # only these reference engines run so, never dvtool's own Spark engine, the Spark whose
+    # predicate semantics the tests compare (tests/predicate) or a benchmark's Spark peer
+    # (PRODUCTION_JVM restores Spark's defaults).
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
@@ -243,9 +244,15 @@ class JvmSession:
         self.server.stop()
 
 
-# For benchmarks: the JVM as a production driver runs it (both JIT tiers, the default
-# collector), not the quick-start settings of BASE_CONF, which favour short test sessions.
-PRODUCTION_JVM = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC", "spark.driver.memory": "4g"}
+# For benchmarks: the JVM and Spark as a production driver runs them (both JIT tiers, the
+# default collector, Spark's own code generation), not the quick-start settings of BASE_CONF,
+# which favour short test sessions.
+PRODUCTION_JVM = {
+    "spark.driver.extraJavaOptions": "-XX:+UseG1GC",
+    "spark.driver.memory": "4g",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
 
 
 def start(engine: Engine, workdir: Path, conf: dict[str, str] | None = None) -> JvmSession:
