@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -57,17 +57,27 @@ def _run_window(
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 index = pending.pop(future)
+                if future.cancelled():
+                    continue
                 error = future.exception()
                 if error is None:
                     results[index] = future.result()
                 else:
                     failed[index] = error
+                    _cancel_queued(pending)
     except BaseException:
+        _cancel_queued(pending)
         wait(pending)  # an interrupt: the running calls finish before it propagates
         raise
     if failed:
         raise failed[min(failed)]
     return [results[i] for i in range(len(work))]
+
+
+def _cancel_queued(pending: Iterable[Future[Any]]) -> None:
+    """Cancel the calls still queued behind other callers' work (running ones go on)."""
+    for future in pending:
+        future.cancel()
 
 
 def _shared_pool() -> ThreadPoolExecutor:

@@ -291,10 +291,15 @@ class SparkTimes:
     outputs: list[Any] = field(default_factory=list)
 
 
-def spark_session(workdir: Path) -> Any:
-    """A fresh Iceberg Spark session (`local[2]`, the test harness, a production JVM)."""
+def _harness_importable() -> None:
+    """The repository on sys.path: the Spark sessions come from the test harness."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+
+
+def spark_session(workdir: Path) -> Any:
+    """A fresh Iceberg Spark session (`local[2]`, the test harness, a production JVM)."""
+    _harness_importable()
     from tests.engines.jvm_engines import ICEBERG_SPARK, PRODUCTION_JVM, start
 
     return start(ICEBERG_SPARK, workdir, PRODUCTION_JVM)
@@ -306,8 +311,7 @@ def spark_measure(
     """Start Iceberg Spark, configure the catalog, run each statement (each on its own fresh
     copy) timed: the first apart (JIT warm-up), the others warm. `rows`: keep each
     statement's result rows (procedures report what they did)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+    _harness_importable()
     from tests.engines.jvm_engines import ICEBERG_VERSION
 
     times = SparkTimes()

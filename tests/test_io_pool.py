@@ -84,3 +84,35 @@ def test_a_forked_child_gets_a_pool_of_its_own() -> None:
     os.close(write)
     _, status = os.waitpid(pid, 0)
     assert os.read(read, 8) == b"ok" and status == 0
+
+
+def test_calls_queued_behind_another_caller_do_not_start_after_an_error() -> None:
+    """With the pool busy (another thread's long calls), a failing call cancels this
+    caller's calls still queued: none of them starts once the error is known."""
+    release = threading.Event()
+    holding: list[int] = []
+
+    def hold(i: int) -> None:
+        holding.append(i)
+        release.wait(30)
+
+    blockers = threading.Thread(target=map_io, args=(hold, range(IO_THREADS - 1)))
+    blockers.start()
+    while len(holding) < IO_THREADS - 1:  # the other caller holds all pool threads but one
+        time.sleep(0.005)
+    started: list[int] = []
+
+    def call(i: int) -> None:
+        started.append(i)
+        if i == 0:
+            raise ValueError("first")
+        time.sleep(0.05)
+
+    try:
+        with pytest.raises(ValueError, match="first"):
+            map_io(call, range(8), threads=4)
+    finally:
+        release.set()
+        blockers.join()
+    # 0 fails; the freed thread may take 1 before the cancel; 2 and 3 never start
+    assert started[0] == 0 and len(started) <= 2

@@ -57,7 +57,9 @@ PLAN_BYTES = 64 << 20  # bytes of predicate columns per filter plan, about
 WHOLE_ROW_GROUP_BYTES = 64 << 20
 # Bytes per value in memory, at most: a decimal stored as INT32/INT64 reads as decimal128.
 _FIXED_WIDTHS = dict.fromkeys(("BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE"), 16)
-_FIXED_WIDTHS["FIXED_LEN_BYTE_ARRAY"] = 32  # decimal256 at most, else its length (<= 16)
+# FIXED_LEN_BYTE_ARRAY: a decimal (decimal256 at most) or a fixed binary of at most 32
+# bytes; a longer one is read in batches.
+_FIXED_WIDTHS["FIXED_LEN_BYTE_ARRAY"] = 32
 _POSITION = "__dvtool_position"
 
 
